@@ -1,0 +1,13 @@
+//! The algorithms behind `agent_memory`, with no PostgreSQL in sight.
+//!
+//! The extension crate only moves data between PostgreSQL and these functions, so everything
+//! here is unit-tested with a plain `cargo test`:
+//!
+//! * [`decay`]: time decay of a memory's score (none, linear, exponential, power law), the
+//!   importance factor and the reference score `similarity × decay × importance factor`;
+//! * [`topk`]: bounded top-k selection with a deterministic order;
+//! * [`vecmath`]: dot products, norms and validation of embeddings.
+
+pub mod decay;
+pub mod topk;
+pub mod vecmath;

@@ -1,0 +1,166 @@
+//! Vector math on embeddings: dot products, norms, cosine similarity and validation.
+//!
+//! The loops accumulate in eight independent lanes so the compiler vectorises them; sums are
+//! finished in `f64`.
+
+use std::fmt;
+
+const LANES: usize = 8;
+
+/// Why an embedding cannot be used.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VectorProblem {
+    /// No elements at all.
+    Empty,
+    /// An element is NaN or infinite.
+    NotFinite,
+    /// Every element is zero: there is no direction to compare.
+    Zero,
+}
+
+impl fmt::Display for VectorProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            VectorProblem::Empty => "the vector is empty",
+            VectorProblem::NotFinite => "the vector has a NaN or infinite element",
+            VectorProblem::Zero => "the vector is all zeros",
+        })
+    }
+}
+
+/// Checks that `v` can be compared by cosine, and returns its L2 norm.
+pub fn validate(v: &[f32]) -> Result<f64, VectorProblem> {
+    if v.is_empty() {
+        return Err(VectorProblem::Empty);
+    }
+    if v.iter().any(|x| !x.is_finite()) {
+        return Err(VectorProblem::NotFinite);
+    }
+    let n = norm(v);
+    if n == 0.0 || !n.is_finite() {
+        return Err(VectorProblem::Zero);
+    }
+    Ok(n)
+}
+
+/// `Σ aᵢbᵢ` over the common length.
+pub fn dot(a: &[f32], b: &[f32]) -> f64 {
+    let n = a.len().min(b.len());
+    let (a, b) = (&a[..n], &b[..n]);
+    let mut acc = [0f32; LANES];
+    let chunks = n / LANES;
+    for c in 0..chunks {
+        let (x, y) = (&a[c * LANES..c * LANES + LANES], &b[c * LANES..c * LANES + LANES]);
+        for l in 0..LANES {
+            acc[l] += x[l] * y[l];
+        }
+    }
+    let mut s: f64 = acc.iter().map(|&v| v as f64).sum();
+    for i in chunks * LANES..n {
+        s += (a[i] * b[i]) as f64;
+    }
+    s
+}
+
+/// `(Σ aᵢbᵢ, Σ bᵢ²)` in one pass: the cosine of a unit query `a` and a stored `b` needs both.
+pub fn dot_and_sq_norm(a: &[f32], b: &[f32]) -> (f64, f64) {
+    let n = a.len().min(b.len());
+    let (a, b) = (&a[..n], &b[..n]);
+    let mut d = [0f32; LANES];
+    let mut q = [0f32; LANES];
+    let chunks = n / LANES;
+    for c in 0..chunks {
+        let (x, y) = (&a[c * LANES..c * LANES + LANES], &b[c * LANES..c * LANES + LANES]);
+        for l in 0..LANES {
+            d[l] += x[l] * y[l];
+            q[l] += y[l] * y[l];
+        }
+    }
+    let mut ds: f64 = d.iter().map(|&v| v as f64).sum();
+    let mut qs: f64 = q.iter().map(|&v| v as f64).sum();
+    for i in chunks * LANES..n {
+        ds += (a[i] * b[i]) as f64;
+        qs += (b[i] * b[i]) as f64;
+    }
+    (ds, qs)
+}
+
+/// The L2 norm, summed in `f64` so large elements cannot overflow.
+pub fn norm(v: &[f32]) -> f64 {
+    v.iter().map(|&x| (x as f64) * (x as f64)).sum::<f64>().sqrt()
+}
+
+/// Cosine similarity of a query already scaled to unit length and any stored vector.
+/// A zero stored vector has similarity 0.
+pub fn cosine_with_unit(unit_query: &[f32], b: &[f32]) -> f64 {
+    let (d, q) = dot_and_sq_norm(unit_query, b);
+    if q > 0.0 { (d / q.sqrt()).clamp(-1.0, 1.0) } else { 0.0 }
+}
+
+/// Cosine similarity of any two vectors (0 when either is zero).
+pub fn cosine(a: &[f32], b: &[f32]) -> f64 {
+    let (na, nb) = (norm(a), norm(b));
+    if na == 0.0 || nb == 0.0 {
+        return 0.0;
+    }
+    (dot(a, b) / (na * nb)).clamp(-1.0, 1.0)
+}
+
+/// `v / |v|`; a zero vector comes back unchanged.
+pub fn normalized(v: &[f32]) -> Vec<f32> {
+    let n = norm(v);
+    if n == 0.0 || !n.is_finite() {
+        return v.to_vec();
+    }
+    v.iter().map(|&x| ((x as f64) / n) as f32).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn naive_dot(a: &[f32], b: &[f32]) -> f64 {
+        a.iter().zip(b).map(|(&x, &y)| x as f64 * y as f64).sum()
+    }
+
+    #[test]
+    fn dot_matches_the_naive_sum_for_every_tail_length() {
+        for n in 0..40 {
+            let a: Vec<f32> = (0..n).map(|i| (i as f32 * 0.37).sin()).collect();
+            let b: Vec<f32> = (0..n).map(|i| (i as f32 * 0.11).cos()).collect();
+            assert!((dot(&a, &b) - naive_dot(&a, &b)).abs() < 1e-4, "n={n}");
+            let (d, q) = dot_and_sq_norm(&a, &b);
+            assert!((d - naive_dot(&a, &b)).abs() < 1e-4);
+            assert!((q - naive_dot(&b, &b)).abs() < 1e-4);
+        }
+    }
+
+    #[test]
+    fn cosine_of_known_vectors() {
+        assert!((cosine(&[1.0, 0.0], &[0.0, 1.0])).abs() < 1e-12);
+        assert!((cosine(&[1.0, 1.0], &[2.0, 2.0]) - 1.0).abs() < 1e-7);
+        assert!((cosine(&[1.0, 0.0], &[-3.0, 0.0]) + 1.0).abs() < 1e-12);
+        assert_eq!(cosine(&[0.0, 0.0], &[1.0, 0.0]), 0.0);
+        let q = normalized(&[3.0, 4.0]);
+        assert!((cosine_with_unit(&q, &[6.0, 8.0]) - 1.0).abs() < 1e-7);
+        assert!((cosine_with_unit(&q, &[4.0, -3.0])).abs() < 1e-7);
+    }
+
+    #[test]
+    fn validation_names_the_problem() {
+        assert_eq!(validate(&[]), Err(VectorProblem::Empty));
+        assert_eq!(validate(&[1.0, f32::NAN]), Err(VectorProblem::NotFinite));
+        assert_eq!(validate(&[f32::INFINITY]), Err(VectorProblem::NotFinite));
+        assert_eq!(validate(&[0.0, 0.0]), Err(VectorProblem::Zero));
+        assert_eq!(validate(&[3.0, 4.0]), Ok(5.0));
+        // Huge elements do not overflow the norm.
+        assert!(validate(&[3e38, 3e38]).is_ok());
+    }
+
+    #[test]
+    fn normalized_has_unit_length() {
+        let v = normalized(&[1.0, 2.0, 2.0]);
+        assert!((norm(&v) - 1.0).abs() < 1e-6);
+        assert_eq!(normalized(&[0.0, 0.0]), vec![0.0, 0.0]);
+    }
+}

@@ -1,0 +1,86 @@
+-- agent_memory demo: an agent's memory at work. Run by scripts/try.sh with psql.
+\set QUIET on
+\pset footer off
+\set ON_ERROR_STOP on
+SELECT setseed(0.7) \g /dev/null
+
+\echo
+\echo '=== 1. Fifty users, a thousand memories each, on the same twenty topics ==='
+\echo 'Every user talks about the same things, so their memories share one embedding space.'
+CREATE TEMP TABLE topics AS
+SELECT t, ARRAY(SELECT random()::real - 0.5 FROM generate_series(1, 64 + 0 * t)) AS center
+  FROM generate_series(1, 20) t;
+INSERT INTO agent_memory.memories (user_id, kind, content, emb, embedding_model, importance, last_hit_at)
+SELECT 'user-' || lpad(u::text, 2, '0'),
+       CASE WHEN i % 3 = 0 THEN 'episodic' ELSE 'semantic' END,
+       format('user %s, memory %s about topic %s', u, i, t.t),
+       ARRAY(SELECT t.center[d] + 0.35 * (random()::real - 0.5) FROM generate_series(1, 64) d)::vector,
+       'demo-64d',
+       round(random()::numeric, 2),
+       now() - make_interval(mins => (random() * 60 * 24 * 90)::int)
+  FROM generate_series(1, 50) u, generate_series(1, 1000) i
+  JOIN topics t ON t.t = 1 + (i * 7 + u) % 20;
+\echo 'An HNSW index for the model, as pgvector recommends (an expression index: one per model and dimension):'
+CREATE INDEX demo_64d_hnsw ON agent_memory.memories
+ USING hnsw ((emb::vector(64)) vector_cosine_ops) WITH (m = 8, ef_construction = 32)
+ WHERE embedding_model = 'demo-64d';
+ANALYZE agent_memory.memories;
+SELECT count(*) AS memories, count(DISTINCT user_id) AS users FROM agent_memory.memories;
+
+\echo
+\echo '=== 2. "What do I know about this user?" — plain pgvector vs memory_recall ==='
+\echo 'The plain query: WHERE user_id = $1 AND active ORDER BY emb <=> $2 LIMIT 5 over the HNSW index.'
+\echo 'HNSW takes its 40 nearest neighbours first and filters after: about 2% of them are this user''s.'
+CREATE TEMP TABLE questions AS
+SELECT 'user-' || lpad(u::text, 2, '0') AS user_id,
+       ARRAY(SELECT t.center[d] + 0.2 * (random()::real - 0.5) FROM generate_series(1, 64) d)::vector(64) AS q
+  FROM generate_series(1, 10) u JOIN topics t ON t.t = 1 + (u * 3) % 20;
+SELECT q.user_id,
+       (SELECT count(*) FROM (SELECT 1 FROM agent_memory.memories m
+                               WHERE m.user_id = q.user_id AND m.active AND m.embedding_model = 'demo-64d'
+                               ORDER BY m.emb::vector(64) <=> q.q LIMIT 5) s) AS "plain HNSW: rows",
+       (SELECT count(*) FROM agent_memory.memory_recall(q.user_id, q.q, 5, model => 'demo-64d', touch => false))
+         AS "memory_recall: rows"
+  FROM questions q ORDER BY 1;
+
+\echo
+\echo '=== 3. Similarity alone picks stale memories ==='
+\echo 'user-07 changed editors six times in 200 days. The question "which editor do I use?" is most'
+\echo 'similar to the oldest preference (vim); the newest (neovim) is the least similar.'
+INSERT INTO agent_memory.memories (user_id, content, emb, embedding_model, importance, created_at, last_hit_at)
+SELECT 'user-07', content, emb::vector, 'demo-4d', 0.5, now() - age, now() - age
+  FROM (VALUES ('Uses vim as editor',       '[1, 0.2, 0, 0]', interval '200 days'),
+               ('Switched to emacs',        '[1, 0.3, 0, 0]', interval '160 days'),
+               ('Trying VS Code',           '[1, 0.4, 0, 0]', interval '120 days'),
+               ('Prefers Sublime Text',     '[1, 0.5, 0, 0]', interval '80 days'),
+               ('Moved to Helix',           '[1, 0.6, 0, 0]', interval '40 days'),
+               ('Prefers neovim as editor', '[1, 0.7, 0, 0]', interval '2 days')) v(content, emb, age);
+\echo
+\echo 'Ranked by similarity alone (decay => ''none''):'
+SELECT row_number() OVER () AS rank, content, round(similarity::numeric, 3) AS similarity
+  FROM agent_memory.memory_recall('user-07', '[1,0,0,0]'::vector, 6, model => 'demo-4d', decay => 'none', touch => false);
+\echo 'Ranked by memory_recall''s default: similarity × 0.995^(hours since last hit) × (0.8 + 0.4 × importance):'
+SELECT row_number() OVER () AS rank, content, round(similarity::numeric, 3) AS similarity, round(score::numeric, 4) AS score
+  FROM agent_memory.memory_recall('user-07', '[1,0,0,0]'::vector, 6, model => 'demo-4d', touch => false);
+
+\echo
+\echo '=== 4. Decay ranks what is current; it does not bury the past ==='
+\echo 'user-08 asked about a refund 120 days ago. "When did I first ask about the refund?" still finds it:'
+\echo 'episodic memories keep at least agent_memory.decay_floor_episodic (0.4) of their score.'
+INSERT INTO agent_memory.memories (user_id, kind, content, emb, embedding_model, importance, created_at, last_hit_at)
+SELECT 'user-08', 'episodic', content, emb::vector, 'demo-4d', 0.5, now() - age, now() - age
+  FROM (VALUES ('Asked about a refund for order 1042',  '[0.8, 0.6, 0, 0]', interval '120 days'),
+               ('Asked for the opening hours',          '[0.2, 0, 1, 0]',   interval '3 days'),
+               ('Reported a broken download link',      '[0.3, 0, 0, 1]',   interval '1 day'),
+               ('Asked to change the delivery address', '[0.25, 0, 1, 1]',  interval '5 hours')) v(content, emb, age);
+SELECT content, round(similarity::numeric, 3) AS similarity, round(score::numeric, 4) AS score
+  FROM agent_memory.memory_recall('user-08', '[1,0,0,0]'::vector, 3, model => 'demo-4d', touch => false);
+
+\echo
+\echo '=== 5. A recall refreshes what it returned; an export does not ==='
+SELECT content, hit_count FROM agent_memory.memories WHERE user_id = 'user-07' AND embedding_model = 'demo-4d' ORDER BY id;
+\echo 'SELECT * FROM agent_memory.memory_recall(''user-07'', $q, 2, model => ''demo-4d'');  -- touch (the default)'
+SELECT content FROM agent_memory.memory_recall('user-07', '[1,0,0,0]'::vector, 2, model => 'demo-4d');
+\echo 'SELECT * FROM agent_memory.memory_recall(''user-07'', $q, 6, model => ''demo-4d'', touch => false);  -- an export'
+SELECT count(*) AS exported FROM agent_memory.memory_recall('user-07', '[1,0,0,0]'::vector, 6, model => 'demo-4d', touch => false);
+SELECT content, hit_count FROM agent_memory.memories WHERE user_id = 'user-07' AND embedding_model = 'demo-4d' ORDER BY id;

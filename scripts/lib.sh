@@ -1,0 +1,99 @@
+# Shared helpers for the agent_memory scripts. Sourced, not run.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+PGRX_VERSION="0.18.1"
+PGVECTOR_DEB_VERSION="0.8.0-1"
+
+say()  { printf '\033[1m==> %s\033[0m\n' "$*"; }
+note() { printf '    %s\n' "$*"; }
+die()  { printf 'error: %s\n' "$*" >&2; exit 1; }
+
+# Run a command as root: directly when we are root, else through sudo.
+as_root() {
+  if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
+}
+
+# Make cargo reachable when rustup put it in ~/.cargo/bin but the shell has no profile.
+if ! command -v cargo >/dev/null 2>&1 && [ -x "$HOME/.cargo/bin/cargo" ]; then
+  export PATH="$HOME/.cargo/bin:$PATH"
+fi
+
+# The PostgreSQL major version the build targets: the one pg_config reports.
+pg_major() {
+  pg_config --version | sed -E 's/^PostgreSQL ([0-9]+).*/\1/'
+}
+
+pg_bindir() { pg_config --bindir; }
+
+# The OS user that owns the server processes: postgres when we are root, else ourselves.
+server_user() {
+  if [ "$(id -u)" -eq 0 ]; then echo postgres; else id -un; fi
+}
+
+# Run a command as the server user.
+as_server_user() {
+  local u; u="$(server_user)"
+  if [ "$(id -un)" = "$u" ]; then "$@"; else runuser -u "$u" -- "$@"; fi
+}
+
+# A directory the server user can write, under the project's build output when the server user
+# can reach it, else under /var/tmp (for example when the clone sits in root's home).
+server_dir() {
+  local name="$1" dir
+  dir="$ROOT/target/agent_memory/$name"
+  mkdir -p "$dir"
+  if [ "$(id -u)" -eq 0 ]; then chown "$(server_user)" "$dir"; fi
+  if ! as_server_user test -w "$dir" 2>/dev/null; then
+    dir="/var/tmp/agent_memory-$(echo "$ROOT" | md5sum | cut -c1-8)/$name"
+    mkdir -p "$dir"
+    if [ "$(id -u)" -eq 0 ]; then chown "$(server_user)" "$dir" "$(dirname "$dir")"; fi
+  fi
+  echo "$dir"
+}
+
+# start_server DATADIR SOCKDIR PORT [extra postgresql.conf lines...]
+# Creates the cluster if needed, writes the settings, and starts it.
+start_server() {
+  local data="$1" sock="$2" port="$3"; shift 3
+  local bindir; bindir="$(pg_bindir)"
+  if [ ! -f "$data/PG_VERSION" ]; then
+    as_server_user "$bindir/initdb" -D "$data" -A trust -U postgres --no-instructions >/dev/null
+  fi
+  {
+    echo "# written by agent_memory's scripts"
+    echo "port = $port"
+    echo "listen_addresses = ''"
+    echo "unix_socket_directories = '$sock'"
+    echo "shared_preload_libraries = 'agent_memory'"
+    echo "fsync = off"
+    echo "max_worker_processes = 16"
+    for line in "$@"; do echo "$line"; done
+  } | as_server_user tee "$data/agent_memory.conf" >/dev/null
+  if ! grep -q "^include_if_exists = 'agent_memory.conf'" "$data/postgresql.conf"; then
+    echo "include_if_exists = 'agent_memory.conf'" | as_server_user tee -a "$data/postgresql.conf" >/dev/null
+  fi
+  if as_server_user "$bindir/pg_ctl" -D "$data" status >/dev/null 2>&1; then
+    as_server_user "$bindir/pg_ctl" -D "$data" -w -m fast stop >/dev/null
+  fi
+  # Without RUST_BACKTRACE, so that error details carry no Rust backtrace.
+  as_server_user env -u RUST_BACKTRACE -u RUST_LIB_BACKTRACE \
+    "$bindir/pg_ctl" -D "$data" -w -t 60 -l "$data/server.log" start >/dev/null \
+    || { tail -n 30 "$data/server.log" >&2; die "the server in $data did not start"; }
+}
+
+stop_server() {
+  local data="$1"
+  if [ -f "$data/postmaster.pid" ]; then
+    as_server_user "$(pg_bindir)/pg_ctl" -D "$data" -w -m fast stop >/dev/null 2>&1 || true
+  fi
+}
+
+# Build the extension and install it into the server's directories.
+install_extension() {
+  say "Building and installing agent_memory (release) for PostgreSQL $(pg_major)"
+  local feat="pg$(pg_major)"
+  ( cd "$ROOT" && cargo pgrx install --release --no-default-features --features "$feat" \
+      --pg-config "$(command -v pg_config)" $( [ "$(id -u)" -eq 0 ] || echo --sudo ) ) >"$ROOT/target/install.log" 2>&1 \
+    || { tail -n 40 "$ROOT/target/install.log" >&2; die "cargo pgrx install failed (log: target/install.log)"; }
+}

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Sets up what is missing, then runs every test tier of agent_memory:
+#   1. unit tests of the algorithms (cargo test, no server)
+#   2. #[pg_test] tests inside a backend (cargo pgrx test)
+#   3. the pg_regress spec against a real server with the library preloaded
+#   4. out-of-process tests: real clients over a socket (tests/)
+# Exits non-zero when any tier fails.
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+bash "$ROOT/scripts/setup.sh"
+cd "$ROOT"
+MAJOR="$(pg_major)"
+PORT="${AGENT_MEMORY_TEST_PORT:-28816}"
+FAILED=()
+PASSED=()
+tier() {  # tier NAME COMMAND...: runs one tier and records the outcome
+  local name="$1"; shift
+  say "Tier: $name"
+  if "$@"; then PASSED+=("$name"); else FAILED+=("$name"); printf '\033[31m    tier failed: %s\033[0m\n' "$name"; fi
+}
+
+unit_tests() { cargo test -p agent_memory_core; }
+
+pg_tests() {
+  local data; data="$(server_dir pgrx-test)/data"
+  cargo pgrx test "pg$MAJOR" --no-default-features --runas "$(server_user)" --pgdata "$data"
+}
+
+DATA="" SOCK=""
+cleanup() { [ -n "$DATA" ] && stop_server "$DATA"; }
+trap cleanup EXIT
+
+start_test_server() {
+  install_extension
+  DATA="$(server_dir test-server)/data"
+  SOCK="$(server_dir test-socket)"
+  say "Starting the test server (port $PORT, socket $SOCK)"
+  start_server "$DATA" "$SOCK" "$PORT" "log_min_messages = warning"
+}
+
+regress() {
+  local pg_regress out
+  pg_regress="$(dirname "$(pg_config --pgxs)")/../test/regress/pg_regress"
+  out="$ROOT/target/agent_memory/regress"
+  rm -rf "$out"; mkdir -p "$out"
+  "$pg_regress" --inputdir="$ROOT/pg_regress" --outputdir="$out" --bindir="$(pg_bindir)" \
+    --host="$SOCK" --port="$PORT" --user=postgres --dbname=agent_memory_regress \
+    --schedule="$ROOT/pg_regress/schedule" \
+    || { [ -f "$out/regression.diffs" ] && head -n 200 "$out/regression.diffs"; return 1; }
+}
+
+out_of_process() {
+  AGENT_MEMORY_TEST_HOST="$SOCK" AGENT_MEMORY_TEST_PORT="$PORT" cargo test -p agent_memory_tests -- --test-threads=1
+}
+
+tier "unit tests (cargo test)" unit_tests
+tier "pg_test (cargo pgrx test)" pg_tests
+start_test_server
+tier "pg_regress" regress
+tier "out-of-process tests (tests/)" out_of_process
+
+say "Summary"
+for t in "${PASSED[@]}"; do note "passed: $t"; done
+for t in "${FAILED[@]}"; do note "FAILED: $t"; done
+echo "tiers: ${#PASSED[@]} passed, ${#FAILED[@]} failed"
+[ ${#FAILED[@]} -eq 0 ]

@@ -1,0 +1,6 @@
+//! The SQL surface: one module per SQL-visible concept. Each `#[pg_extern]` here only checks
+//! arguments, moves data in and out of PostgreSQL, and calls the algorithms in
+//! `agent_memory_core`.
+
+pub mod decay;
+pub mod recall;

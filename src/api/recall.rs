@@ -1,0 +1,269 @@
+//! `agent_memory.memory_recall(user_id, query, k, ...)`: exact filter-then-rank recall.
+//!
+//! The candidates are the user's active, unexpired memories of the query's embedding model (read
+//! through the `(user_id, embedding_model) WHERE active` index, never through a vector index, so
+//! a per-user filter can never empty the result). Each candidate is scored in Rust —
+//! `cosine × decay × importance factor` — and a bounded heap keeps the best `k`. The call returns
+//! `min(k, candidates)` rows, best first.
+
+use agent_memory_core::topk::{Ranked, TopK};
+use agent_memory_core::vecmath;
+use pgrx::datum::TimestampWithTimeZone;
+use pgrx::prelude::*;
+
+use crate::api::decay::scorer;
+use crate::error::{spi, MemoryError, OrRaise, Result};
+use crate::gucs;
+use crate::vector::{Element, HalfVec, IntoVectorDatum, Vector, VectorDatum};
+
+/// What a call asks for besides the user and the query.
+pub struct RecallOptions<'a> {
+    pub k: Option<i32>,
+    pub model: Option<&'a str>,
+    pub kinds: Option<Vec<Option<String>>>,
+    pub min_similarity: Option<f64>,
+    pub decay: Option<&'a str>,
+    pub touch: Option<bool>,
+}
+
+/// One returned memory.
+pub struct Recalled {
+    pub id: i64,
+    pub content: String,
+    pub score: f64,
+    pub similarity: f64,
+    pub kind: String,
+    pub subject: Option<String>,
+    pub predicate: Option<String>,
+    pub object: Option<String>,
+    pub importance: f32,
+    pub created_at: Option<TimestampWithTimeZone>,
+}
+
+const CANDIDATES: &str = "\
+SELECT m.id, m.emb, \
+       extract(epoch FROM (now() - m.last_hit_at))::float8 / 3600.0 AS age_hours, \
+       m.importance, m.kind = 'episodic' AS episodic \
+  FROM agent_memory.memories m \
+ WHERE m.user_id = $1 AND m.embedding_model = $2 AND m.active \
+   AND (m.expires_at IS NULL OR m.expires_at > now()) \
+   AND (m.valid_until IS NULL OR m.valid_until > now()) \
+   AND ($3::text[] IS NULL OR m.kind = ANY ($3::text[]))";
+
+const DETAILS: &str = "\
+SELECT m.id, m.content, m.kind, m.subject, m.predicate, m.object, m.importance, m.created_at \
+  FROM agent_memory.memories m WHERE m.id = ANY ($1)";
+
+const TOUCH: &str = "\
+UPDATE agent_memory.memories SET last_hit_at = now(), hit_count = hit_count + 1 \
+ WHERE id = ANY ($1)";
+
+/// Checks the user id.
+pub fn check_user(user_id: Option<&str>) -> Result<&str> {
+    match user_id {
+        None => Err(MemoryError::null_value("user_id must not be NULL")
+            .hint("Every memory belongs to one user; pass the id of the user whose memories to use.")),
+        Some(u) if u.trim().is_empty() => Err(MemoryError::invalid_parameter("user_id must not be empty")
+            .hint("Pass the id of the user whose memories to use.")),
+        Some(u) => Ok(u),
+    }
+}
+
+/// Checks a query vector and returns it scaled to unit length.
+pub fn unit_query(query: Option<&VectorDatum>) -> Result<Vec<f32>> {
+    let q = query.ok_or_else(|| {
+        MemoryError::null_value("query must not be NULL").hint("Pass the embedding of the question as a vector, a halfvec, or text like '[0.1, 0.2]'.")
+    })?;
+    let v = q.to_f32_vec();
+    vecmath::validate(&v).map_err(|p| {
+        MemoryError::invalid_parameter(format!("the query {}: {p}", q.element().type_name()))
+            .hint("Pass the embedding of the question: a non-zero vector of finite numbers.")
+    })?;
+    Ok(vecmath::normalized(&v))
+}
+
+/// Checks `k` against `agent_memory.max_k`.
+pub fn check_k(k: Option<i32>) -> Result<usize> {
+    let max = gucs::max_k();
+    match k {
+        None => Err(MemoryError::null_value("k must not be NULL").hint("Pass how many memories to return, or leave k out for 5.")),
+        Some(k) if k <= 0 || k > max => Err(MemoryError::invalid_parameter(format!("k must be between 1 and {max}, not {k}"))
+            .hint("Raise agent_memory.max_k to return more memories in one call.")),
+        Some(k) => Ok(k as usize),
+    }
+}
+
+/// The embedding model of a call: the one named, else `agent_memory.default_model`.
+pub fn resolve_model(model: Option<&str>) -> Result<String> {
+    match model {
+        Some(m) if m.trim().is_empty() => Err(MemoryError::invalid_parameter("model must not be empty")
+            .hint("Name the embedding model that made the query vector, or pass NULL for agent_memory.default_model.")),
+        Some(m) => Ok(m.to_string()),
+        None => Ok(gucs::default_model()),
+    }
+}
+
+/// The whole recall: candidates, scores, top k, details, and the touch.
+pub fn recall(user_id: Option<&str>, query: Option<&VectorDatum>, opts: RecallOptions<'_>) -> Result<Vec<Recalled>> {
+    let user = check_user(user_id)?;
+    let q = unit_query(query)?;
+    let k = check_k(opts.k)?;
+    let model = resolve_model(opts.model)?;
+    let scorer = scorer(opts.decay)?;
+    let min_similarity = opts.min_similarity.unwrap_or(f64::NEG_INFINITY);
+    if min_similarity.is_nan() {
+        return Err(MemoryError::invalid_parameter("min_similarity must be a number").hint("Use a value between -1 and 1, or NULL."));
+    }
+    let kinds: Option<Vec<String>> = opts.kinds.map(|ks| ks.into_iter().flatten().collect());
+    let touch = opts.touch.unwrap_or(true);
+    let (floor_semantic, floor_episodic) = (gucs::decay_floor(false), gucs::decay_floor(true));
+
+    Spi::connect_mut(|client| {
+        let mut top = TopK::new(k);
+        let mut scratch = Vec::new();
+        {
+            let mut table = client
+                .select(CANDIDATES, None, &[user.into(), model.clone().into(), kinds.into()])
+                .map_err(spi("reading the candidates"))?;
+            while table.next().is_some() {
+                let id: i64 = table.get(1).map_err(spi("reading id"))?.unwrap_or_default();
+                let Some(raw) = table.get_datum_by_ordinal(2).map_err(spi("reading emb"))? else { continue };
+                // SAFETY: column 2 is `memories.emb`, of type `vector`.
+                let emb = unsafe { VectorDatum::from_datum(raw, Element::F32) }?;
+                if emb.dims() != q.len() {
+                    return Err(MemoryError::data_exception(format!(
+                        "the query has {} dimensions but the memories of model \"{model}\" have {}",
+                        q.len(),
+                        emb.dims()
+                    ))
+                    .detail("A query only meets memories of its own embedding model, and one model has one dimension.")
+                    .hint("Pass model => the name of the model that made the query vector."));
+                }
+                let similarity = emb.with_f32(&mut scratch, |x| vecmath::cosine_with_unit(&q, x));
+                if similarity < min_similarity {
+                    continue;
+                }
+                let age_hours: f64 = table.get(3).map_err(spi("reading age"))?.unwrap_or(0.0);
+                let importance: f32 = table.get(4).map_err(spi("reading importance"))?.unwrap_or(0.0);
+                let episodic: bool = table.get(5).map_err(spi("reading kind"))?.unwrap_or(false);
+                let floor = if episodic { floor_episodic } else { floor_semantic };
+                let score = scorer.score(similarity, age_hours, importance as f64, floor);
+                top.push(Ranked { id, score, similarity });
+            }
+        }
+        let ranked = top.into_sorted();
+        if ranked.is_empty() {
+            return Ok(Vec::new());
+        }
+        let ids: Vec<i64> = ranked.iter().map(|r| r.id).collect();
+        let mut details = std::collections::HashMap::with_capacity(ids.len());
+        {
+            let table = client.select(DETAILS, None, &[ids.clone().into()]).map_err(spi("reading the recalled memories"))?;
+            for row in table {
+                let id: i64 = row.get(1).map_err(spi("reading id"))?.unwrap_or_default();
+                details.insert(
+                    id,
+                    (
+                        row.get::<String>(2).map_err(spi("reading content"))?.unwrap_or_default(),
+                        row.get::<String>(3).map_err(spi("reading kind"))?.unwrap_or_default(),
+                        row.get::<String>(4).map_err(spi("reading subject"))?,
+                        row.get::<String>(5).map_err(spi("reading predicate"))?,
+                        row.get::<String>(6).map_err(spi("reading object"))?,
+                        row.get::<f32>(7).map_err(spi("reading importance"))?.unwrap_or(0.0),
+                        row.get::<TimestampWithTimeZone>(8).map_err(spi("reading created_at"))?,
+                    ),
+                );
+            }
+        }
+        if touch && !read_only() {
+            client.update(TOUCH, None, &[ids.into()]).map_err(spi("refreshing last_hit_at"))?;
+        }
+        Ok(ranked
+            .into_iter()
+            .filter_map(|r| {
+                let (content, kind, subject, predicate, object, importance, created_at) = details.remove(&r.id)?;
+                Some(Recalled {
+                    id: r.id,
+                    content,
+                    score: r.score,
+                    similarity: r.similarity,
+                    kind,
+                    subject,
+                    predicate,
+                    object,
+                    importance,
+                    created_at,
+                })
+            })
+            .collect())
+    })
+}
+
+/// Whether this transaction cannot write (a standby, or `SET TRANSACTION READ ONLY`): recall
+/// then returns its rows without refreshing `last_hit_at`.
+fn read_only() -> bool {
+    // SAFETY: plain reads of backend-global state.
+    unsafe { pgrx::pg_sys::XactReadOnly || pgrx::pg_sys::RecoveryInProgress() }
+}
+
+/// Defines one SQL overload of `memory_recall` for a query type (`vector`, `halfvec`).
+macro_rules! memory_recall_for {
+    ($(#[$doc:meta])* $rust_name:ident, $query:ty) => {
+        $(#[$doc])*
+        #[allow(clippy::too_many_arguments)]
+        #[pg_extern(volatile, parallel_unsafe, name = "memory_recall")]
+        fn $rust_name(
+            user_id: Option<&str>,
+            query: Option<$query>,
+            k: default!(Option<i32>, 5),
+            model: default!(Option<&str>, "NULL"),
+            kinds: default!(Option<Vec<Option<String>>>, "NULL"),
+            min_similarity: default!(Option<f64>, "NULL"),
+            decay: default!(Option<&str>, "NULL"),
+            touch: default!(Option<bool>, true),
+        ) -> TableIterator<
+            'static,
+            (
+                name!(id, i64),
+                name!(content, String),
+                name!(score, f64),
+                name!(similarity, f64),
+                name!(kind, String),
+                name!(subject, Option<String>),
+                name!(predicate, Option<String>),
+                name!(object, Option<String>),
+                name!(importance, f32),
+                name!(created_at, Option<TimestampWithTimeZone>),
+            ),
+        > {
+            let opts = RecallOptions { k, model, kinds, min_similarity, decay, touch };
+            let query = query.map(|q| q.into_vector_datum().or_raise());
+            let rows = recall(user_id, query.as_ref(), opts).or_raise();
+            TableIterator::new(rows.into_iter().map(|r| {
+                (r.id, r.content, r.score, r.similarity, r.kind, r.subject, r.predicate, r.object, r.importance, r.created_at)
+            }))
+        }
+    };
+}
+
+memory_recall_for!(
+    /// The `k` best memories of `user_id` for `query`, best first: score = cosine similarity ×
+    /// decay(time since last recalled) × importance factor. Exact: every active, unexpired memory
+    /// of the user and the query's embedding model is scored. `touch => false` leaves `last_hit_at`
+    /// and `hit_count` alone (for exports and scans); `decay => 'none'` ranks by similarity alone.
+    memory_recall,
+    Vector
+);
+
+memory_recall_for!(
+    /// `memory_recall` for a `halfvec` query.
+    memory_recall_halfvec,
+    HalfVec
+);
+
+memory_recall_for!(
+    /// `memory_recall` for a query in pgvector's text syntax (`'[0.1, 0.2, ...]'`). PostgreSQL
+    /// resolves an untyped literal or parameter to this form.
+    memory_recall_text,
+    &str
+);

@@ -1,0 +1,85 @@
+//! Every error the extension raises, in one place: a SQLSTATE, a message, and where it helps a
+//! detail and a hint that tells the user what to change.
+
+use pgrx::pg_sys::panic::ErrorReport;
+use pgrx::prelude::*;
+use pgrx::PgSqlErrorCode;
+
+/// An error on its way to the client.
+#[derive(Debug, Clone)]
+pub struct MemoryError {
+    pub code: PgSqlErrorCode,
+    pub message: String,
+    pub detail: Option<String>,
+    pub hint: Option<String>,
+}
+
+pub type Result<T> = std::result::Result<T, MemoryError>;
+
+impl MemoryError {
+    pub fn new(code: PgSqlErrorCode, message: impl Into<String>) -> Self {
+        MemoryError { code, message: message.into(), detail: None, hint: None }
+    }
+
+    pub fn detail(mut self, detail: impl Into<String>) -> Self {
+        self.detail = Some(detail.into());
+        self
+    }
+
+    pub fn hint(mut self, hint: impl Into<String>) -> Self {
+        self.hint = Some(hint.into());
+        self
+    }
+
+    /// 22023: a parameter has a value the function cannot use.
+    pub fn invalid_parameter(message: impl Into<String>) -> Self {
+        Self::new(PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, message)
+    }
+
+    /// 22004: a parameter that must be given is NULL.
+    pub fn null_value(message: impl Into<String>) -> Self {
+        Self::new(PgSqlErrorCode::ERRCODE_NULL_VALUE_NOT_ALLOWED, message)
+    }
+
+    /// 22000: the data does not fit together (for example vectors of different dimensions).
+    pub fn data_exception(message: impl Into<String>) -> Self {
+        Self::new(PgSqlErrorCode::ERRCODE_DATA_EXCEPTION, message)
+    }
+
+    /// XX001: a stored value is not what its type promises.
+    pub fn corrupted(message: impl Into<String>) -> Self {
+        Self::new(PgSqlErrorCode::ERRCODE_DATA_CORRUPTED, message)
+    }
+
+    /// Raises the error as an `ERROR`; the current transaction is aborted.
+    pub fn raise(self) -> ! {
+        let mut report = ErrorReport::new(self.code, self.message, "agent_memory");
+        if let Some(d) = self.detail {
+            report = report.set_detail(d);
+        }
+        if let Some(h) = self.hint {
+            report = report.set_hint(h);
+        }
+        report.report(PgLogLevel::ERROR);
+        unreachable!("an ERROR report does not return")
+    }
+}
+
+/// `result.or_raise()`: the value, or the error raised to the client.
+pub trait OrRaise<T> {
+    fn or_raise(self) -> T;
+}
+
+impl<T> OrRaise<T> for Result<T> {
+    fn or_raise(self) -> T {
+        match self {
+            Ok(v) => v,
+            Err(e) => e.raise(),
+        }
+    }
+}
+
+/// Turns an SPI failure into an internal error that names the statement that failed.
+pub fn spi(context: &'static str) -> impl Fn(pgrx::spi::SpiError) -> MemoryError {
+    move |e| MemoryError::new(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, format!("{context}: {e}"))
+}

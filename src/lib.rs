@@ -1,0 +1,44 @@
+//! agent_memory: long-term memory for AI agents in plain SQL, inside PostgreSQL beside pgvector.
+//!
+//! * [`api`]: the SQL-visible functions, one module per concept;
+//! * [`vector`]: pgvector's `vector` / `halfvec` datums (all of the `unsafe`);
+//! * [`gucs`]: every `agent_memory.*` setting;
+//! * [`error`]: every error, with its SQLSTATE and hint.
+//!
+//! The algorithms (decay, scoring, top-k, vector math) live in the `agent_memory_core` crate,
+//! with no PostgreSQL dependency.
+
+use pgrx::prelude::*;
+
+pub mod api;
+pub mod error;
+pub mod gucs;
+pub mod vector;
+
+::pgrx::pg_module_magic!(name, version);
+
+extension_sql_file!("../sql/schema.sql", name = "schema", bootstrap);
+
+#[allow(non_snake_case)]
+#[pg_guard]
+pub extern "C-unwind" fn _PG_init() {
+    gucs::init();
+}
+
+/// `#[pg_test]` tests, created in a schema `tests` of the test database only.
+#[cfg(any(test, feature = "pg_test"))]
+#[pg_schema]
+mod tests {
+    include!("tests.rs");
+}
+
+/// Required by `cargo pgrx test`.
+#[cfg(test)]
+pub mod pg_test {
+    pub fn setup(_options: Vec<&str>) {}
+
+    #[must_use]
+    pub fn postgresql_conf_options() -> Vec<&'static str> {
+        vec!["shared_preload_libraries = 'agent_memory'"]
+    }
+}

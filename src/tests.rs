@@ -1,0 +1,155 @@
+// `#[pg_test]` tests: the SQL functions inside one backend (run with `cargo pgrx test`).
+// Included into `mod tests` in lib.rs.
+
+use pgrx::prelude::*;
+
+/// Inserts `n` memories for `user` with deterministic 8-dimensional embeddings; returns nothing.
+fn seed(user: &str, n: i32, model: &str) {
+    Spi::run_with_args(
+        "INSERT INTO agent_memory.memories (user_id, content, emb, embedding_model, importance, last_hit_at)
+         SELECT $1, 'memory ' || g, \
+                ARRAY(SELECT sin(g * 7 + d * 13 + length($1)) FROM generate_series(1, 8) d)::real[]::vector, \
+                $3, (g % 10) / 10.0, now() - make_interval(hours => g % 50)
+           FROM generate_series(1, $2) g",
+        &[user.into(), n.into(), model.into()],
+    )
+    .unwrap();
+}
+
+fn count(sql: &str) -> i64 {
+    Spi::get_one::<i64>(sql).unwrap().unwrap_or(0)
+}
+
+#[pg_test]
+fn decay_score_matches_the_reference_formula() {
+    let s = Spi::get_one::<f64>("SELECT agent_memory.memory_decay_score(0.9, interval '3 days', 0.5)").unwrap().unwrap();
+    let want = 0.9 * 0.995f64.powf(72.0) * 1.0;
+    assert!((s - want).abs() < 1e-9, "{s} vs {want}");
+    let none = Spi::get_one::<f64>("SELECT agent_memory.memory_decay_score(0.9, interval '300 days', 1, 'none')").unwrap().unwrap();
+    assert!((none - 0.9 * 1.2).abs() < 1e-9);
+    let floored = Spi::get_one::<f64>("SELECT agent_memory.memory_decay_score(1, interval '300 days', 0.5, 'exponential', 0.4)")
+        .unwrap()
+        .unwrap();
+    assert!((floored - 0.4).abs() < 1e-6);
+}
+
+#[pg_test]
+fn decay_base_is_a_setting() {
+    Spi::run("SET agent_memory.decay_base = 0.5").unwrap();
+    let s = Spi::get_one::<f64>("SELECT agent_memory.memory_decay_score(1, interval '2 hours', 0.5)").unwrap().unwrap();
+    assert!((s - 0.25).abs() < 1e-9, "{s}");
+}
+
+#[pg_test]
+fn recall_returns_k_rows_in_exact_order() {
+    seed("alice", 300, "m8");
+    seed("bob", 50, "m8");
+    let q = "'[0.3,-0.2,0.5,0.1,0.9,-0.4,0.2,0.7]'::vector";
+    let got: Vec<i64> = Spi::connect(|c| {
+        c.select(&format!("SELECT id FROM agent_memory.memory_recall('alice', {q}, 7, model => 'm8', touch => false)"), None, &[])
+            .unwrap()
+            .map(|r| r.get::<i64>(1).unwrap().unwrap())
+            .collect()
+    });
+    // The same ranking computed in SQL with pgvector's cosine distance.
+    let want: Vec<i64> = Spi::connect(|c| {
+        c.select(
+            &format!(
+                "SELECT id FROM agent_memory.memories WHERE user_id = 'alice' AND active
+                  ORDER BY (1 - (emb <=> {q})) * power(0.995, extract(epoch FROM now() - last_hit_at) / 3600)
+                           * (0.8 + 0.4 * importance) DESC, id DESC LIMIT 7"
+            ),
+            None,
+            &[],
+        )
+        .unwrap()
+        .map(|r| r.get::<i64>(1).unwrap().unwrap())
+        .collect()
+    });
+    assert_eq!(got, want);
+    assert_eq!(count(&format!("SELECT count(*) FROM agent_memory.memory_recall('bob', {q}, 100, model => 'm8')")), 50);
+}
+
+#[pg_test]
+fn recall_sees_only_its_model_and_active_unexpired_rows() {
+    seed("carol", 20, "m8");
+    seed("carol", 20, "other");
+    Spi::run("UPDATE agent_memory.memories SET active = false, retired_at = now(), retired_reason = 'test' WHERE user_id = 'carol' AND content IN ('memory 1', 'memory 2')").unwrap();
+    Spi::run("UPDATE agent_memory.memories SET expires_at = now() - interval '1 second' WHERE user_id = 'carol' AND content = 'memory 3'").unwrap();
+    let q = "'[1,1,1,1,1,1,1,1]'::vector";
+    // 20 per model, minus 2 retired and 1 expired in each model.
+    assert_eq!(count(&format!("SELECT count(*) FROM agent_memory.memory_recall('carol', {q}, 1000, model => 'm8')")), 17);
+    assert_eq!(count(&format!("SELECT count(*) FROM agent_memory.memory_recall('carol', {q}, 1000, model => 'other')")), 17);
+    assert_eq!(count(&format!("SELECT count(*) FROM agent_memory.memory_recall('carol', {q}, 1000, model => 'none-such')")), 0);
+}
+
+#[pg_test]
+fn touch_refreshes_only_returned_rows() {
+    seed("dave", 30, "m8");
+    let q = "'[1,0,1,0,1,0,1,0]'::vector";
+    Spi::run(&format!("SELECT * FROM agent_memory.memory_recall('dave', {q}, 3, model => 'm8', touch => false)")).unwrap();
+    assert_eq!(count("SELECT sum(hit_count) FROM agent_memory.memories WHERE user_id = 'dave'"), 0);
+    Spi::run(&format!("SELECT * FROM agent_memory.memory_recall('dave', {q}, 3, model => 'm8')")).unwrap();
+    assert_eq!(count("SELECT count(*) FROM agent_memory.memories WHERE user_id = 'dave' AND hit_count = 1"), 3);
+    assert_eq!(count("SELECT count(*) FROM agent_memory.memories WHERE user_id = 'dave' AND hit_count = 0"), 27);
+}
+
+#[pg_test]
+fn halfvec_queries_rank_like_vector_queries() {
+    seed("erin", 40, "m8");
+    let ids = |t: &str| -> Vec<i64> {
+        Spi::connect(|c| {
+            c.select(
+                &format!("SELECT id FROM agent_memory.memory_recall('erin', '[0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8]'::{t}, 5, model => 'm8', touch => false)"),
+                None,
+                &[],
+            )
+            .unwrap()
+            .map(|r| r.get::<i64>(1).unwrap().unwrap())
+            .collect()
+        })
+    };
+    assert_eq!(ids("vector"), ids("halfvec"));
+    assert_eq!(ids("vector").len(), 5);
+}
+
+#[pg_test(error = "the query has 3 dimensions but the memories of model \"m8\" have 8")]
+fn dimension_mismatch_is_an_error() {
+    seed("frank", 5, "m8");
+    Spi::run("SELECT * FROM agent_memory.memory_recall('frank', '[1,2,3]'::vector, 5, model => 'm8')").unwrap();
+}
+
+#[pg_test(error = "k must be between 1 and 1000, not 0")]
+fn k_zero_is_an_error() {
+    Spi::run("SELECT * FROM agent_memory.memory_recall('x', '[1,2,3]'::vector, 0)").unwrap();
+}
+
+#[pg_test(error = "user_id must not be NULL")]
+fn null_user_is_an_error() {
+    Spi::run("SELECT * FROM agent_memory.memory_recall(NULL, '[1,2,3]'::vector)").unwrap();
+}
+
+#[pg_test(error = "unknown decay mode \"sideways\"")]
+fn unknown_decay_mode_is_an_error() {
+    Spi::run("SELECT * FROM agent_memory.memory_recall('x', '[1,2,3]'::vector, decay => 'sideways')").unwrap();
+}
+
+#[pg_test(error = "the query vector: the vector is all zeros")]
+fn zero_query_is_an_error() {
+    Spi::run("SELECT * FROM agent_memory.memory_recall('x', '[0,0,0]'::vector)").unwrap();
+}
+
+#[pg_test]
+fn text_queries_are_parsed_as_vectors() {
+    seed("gina", 40, "m8");
+    let ids = |arg: &str| -> Vec<i64> {
+        Spi::connect(|c| {
+            c.select(&format!("SELECT id FROM agent_memory.memory_recall('gina', {arg}, 5, model => 'm8', touch => false)"), None, &[])
+                .unwrap()
+                .map(|r| r.get::<i64>(1).unwrap().unwrap())
+                .collect()
+        })
+    };
+    assert_eq!(ids("'[0.5,0.1,0,0,0,0,0,0.2]'"), ids("'[0.5,0.1,0,0,0,0,0,0.2]'::vector"));
+    assert_eq!(ids("'[0.5,0.1,0,0,0,0,0,0.2]'::text").len(), 5);
+}

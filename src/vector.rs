@@ -1,0 +1,284 @@
+//! pgvector's `vector` and `halfvec` datums, read in place.
+//!
+//! This module is where the extension's `unsafe` lives. pgvector lays both types out as a varlena:
+//!
+//! ```text
+//! int32 vl_len_   (varlena header)
+//! int16 dim       (number of elements)
+//! int16 unused    (always 0)
+//! float4 x[dim]   (vector)   |   half x[dim] (halfvec, IEEE binary16)
+//! ```
+//!
+//! [`VectorDatum`] detoasts a datum, checks that its size matches its `dim`, lends the elements
+//! as a slice, and frees the detoasted copy on `Drop`. [`Vector`] and [`HalfVec`] wrap it as
+//! function arguments mapped to the SQL types `vector` and `halfvec`; the generated SQL names the
+//! types unqualified, and `CREATE EXTENSION` resolves them in pgvector's own schema, wherever it is.
+
+use half::f16;
+use pgrx::callconv::{Arg, ArgAbi};
+use pgrx::pg_sys;
+use pgrx::{impl_sql_translatable, FromDatum};
+
+use crate::error::MemoryError;
+
+/// Bytes before the first element: the varlena header, `dim` and `unused`.
+const HEADER: usize = 8;
+/// pgvector's limit on the number of elements of either type.
+pub const MAX_DIM: usize = 16_000;
+
+/// The element type of a vector datum.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Element {
+    /// `vector`: 4-byte floats.
+    F32,
+    /// `halfvec`: 2-byte floats.
+    F16,
+}
+
+impl Element {
+    fn size(self) -> usize {
+        match self {
+            Element::F32 => 4,
+            Element::F16 => 2,
+        }
+    }
+
+    pub fn type_name(self) -> &'static str {
+        match self {
+            Element::F32 => "vector",
+            Element::F16 => "halfvec",
+        }
+    }
+}
+
+/// A detoasted `vector` or `halfvec` datum, valid for the current memory context.
+pub struct VectorDatum {
+    /// Start of the detoasted varlena (4-byte header).
+    ptr: *mut pg_sys::varlena,
+    /// Whether `ptr` is a copy made by detoasting, to be freed on drop.
+    owned: bool,
+    element: Element,
+    dim: usize,
+}
+
+impl VectorDatum {
+    /// Reads a datum of the given element type.
+    ///
+    /// # Safety
+    /// `datum` must be a non-null datum of pgvector's `vector` (for [`Element::F32`]) or `halfvec`
+    /// (for [`Element::F16`]) type, valid for the current memory context.
+    pub unsafe fn from_datum(datum: pg_sys::Datum, element: Element) -> crate::error::Result<Self> {
+        let raw = datum.cast_mut_ptr::<pg_sys::varlena>();
+        if raw.is_null() {
+            return Err(MemoryError::corrupted(format!("a {} datum is a null pointer", element.type_name())));
+        }
+        // SAFETY: `raw` points to a varlena of this type (the caller's promise); detoasting returns
+        // either the same pointer (plain 4-byte header, in line) or a fresh palloc'd copy.
+        let ptr = unsafe { pg_sys::pg_detoast_datum(raw) };
+        let owned = ptr != raw;
+        // SAFETY: a detoasted varlena has a 4-byte header, so its total size is readable, and
+        // pgvector's values are at least HEADER bytes long; the size is checked before `dim` is used.
+        let total = unsafe { varsize_4b(ptr) };
+        let this_dim = if total >= HEADER {
+            // SAFETY: at least HEADER bytes are present; `dim` is the int16 after the header.
+            unsafe { (ptr as *const u8).add(4).cast::<i16>().read_unaligned() }
+        } else {
+            -1
+        };
+        let mut v = VectorDatum { ptr, owned, element, dim: 0 };
+        if this_dim < 0 || total != HEADER + this_dim as usize * element.size() {
+            return Err(MemoryError::corrupted(format!(
+                "a {} datum of {total} bytes does not hold {this_dim} elements",
+                element.type_name()
+            )));
+        }
+        v.dim = this_dim as usize;
+        if v.dim > MAX_DIM {
+            return Err(MemoryError::corrupted(format!("a {} datum has {} dimensions", element.type_name(), v.dim)));
+        }
+        Ok(v)
+    }
+
+    pub fn element(&self) -> Element {
+        self.element
+    }
+
+    pub fn dims(&self) -> usize {
+        self.dim
+    }
+
+    fn data(&self) -> *const u8 {
+        // SAFETY: the size check in `from_datum` guarantees HEADER bytes precede the elements.
+        unsafe { (self.ptr as *const u8).add(HEADER) }
+    }
+
+    /// The elements of a `vector`, borrowed in place when aligned (as PostgreSQL stores them);
+    /// `None` for a `halfvec` or an unaligned copy.
+    pub fn as_f32(&self) -> Option<&[f32]> {
+        let p = self.data();
+        if self.element != Element::F32 || p.align_offset(std::mem::align_of::<f32>()) != 0 {
+            return None;
+        }
+        // SAFETY: `from_datum` checked that `dim` f32s follow the header; `p` is aligned; the
+        // memory lives as long as `self` (freed only in `Drop`).
+        Some(unsafe { std::slice::from_raw_parts(p.cast::<f32>(), self.dim) })
+    }
+
+    /// The elements of a `halfvec`, borrowed in place when aligned; `None` otherwise.
+    pub fn as_f16(&self) -> Option<&[f16]> {
+        let p = self.data();
+        if self.element != Element::F16 || p.align_offset(std::mem::align_of::<f16>()) != 0 {
+            return None;
+        }
+        // SAFETY: as in `as_f32`, with 2-byte elements (`half::f16` is `repr(transparent)` over u16).
+        Some(unsafe { std::slice::from_raw_parts(p.cast::<f16>(), self.dim) })
+    }
+
+    /// The elements as 4-byte floats, converting a `halfvec` and copying an unaligned datum.
+    pub fn to_f32_vec(&self) -> Vec<f32> {
+        if let Some(s) = self.as_f32() {
+            return s.to_vec();
+        }
+        if let Some(s) = self.as_f16() {
+            return s.iter().map(|h| h.to_f32()).collect();
+        }
+        let p = self.data();
+        (0..self.dim)
+            .map(|i| match self.element {
+                // SAFETY: index `i` is below `dim`, checked against the datum's size.
+                Element::F32 => unsafe { p.add(i * 4).cast::<f32>().read_unaligned() },
+                Element::F16 => f16::from_bits(unsafe { p.add(i * 2).cast::<u16>().read_unaligned() }).to_f32(),
+            })
+            .collect()
+    }
+
+    /// Runs `f` on the elements as 4-byte floats, borrowing them when possible and converting into
+    /// `scratch` otherwise (so a loop over many datums reuses one buffer).
+    pub fn with_f32<R>(&self, scratch: &mut Vec<f32>, f: impl FnOnce(&[f32]) -> R) -> R {
+        if let Some(s) = self.as_f32() {
+            return f(s);
+        }
+        scratch.clear();
+        if let Some(s) = self.as_f16() {
+            scratch.extend(s.iter().map(|h| h.to_f32()));
+        } else {
+            scratch.extend(self.to_f32_vec());
+        }
+        f(scratch)
+    }
+}
+
+impl Drop for VectorDatum {
+    fn drop(&mut self) {
+        if self.owned {
+            // SAFETY: `ptr` was palloc'd by `pg_detoast_datum` in the current memory context and
+            // is referenced by nothing else once `self` is gone.
+            unsafe { pg_sys::pfree(self.ptr.cast()) }
+        }
+    }
+}
+
+/// The total size of a varlena with a 4-byte header (`VARSIZE_4B`).
+///
+/// # Safety
+/// `ptr` must point to a detoasted varlena.
+unsafe fn varsize_4b(ptr: *const pg_sys::varlena) -> usize {
+    // SAFETY: the caller promises a 4-byte header; its low 30 bits (little-endian layout, as
+    // PostgreSQL uses on the platforms it supports) or high 30 bits (big-endian) are the size.
+    let word = unsafe { ptr.cast::<u32>().read_unaligned() };
+    if cfg!(target_endian = "little") { (word >> 2) as usize } else { (word & 0x3FFF_FFFF) as usize }
+}
+
+macro_rules! vector_argument {
+    ($name:ident, $element:expr, $sql:literal, $doc:literal) => {
+        #[doc = $doc]
+        pub struct $name(pub VectorDatum);
+
+        impl FromDatum for $name {
+            unsafe fn from_polymorphic_datum(datum: pg_sys::Datum, is_null: bool, _typoid: pg_sys::Oid) -> Option<Self> {
+                if is_null {
+                    return None;
+                }
+                // SAFETY: PostgreSQL passes a datum of the argument's declared SQL type.
+                match unsafe { VectorDatum::from_datum(datum, $element) } {
+                    Ok(v) => Some($name(v)),
+                    Err(e) => e.raise(),
+                }
+            }
+        }
+
+        // SAFETY: the argument is unboxed through `FromDatum`, exactly as pgrx does for its own
+        // by-reference types.
+        unsafe impl<'fcx> ArgAbi<'fcx> for $name {
+            unsafe fn unbox_arg_unchecked(arg: Arg<'_, 'fcx>) -> Self {
+                let index = arg.index();
+                unsafe { arg.unbox_arg_using_from_datum() }
+                    .unwrap_or_else(|| panic!("argument {index} must not be null"))
+            }
+
+            unsafe fn unbox_nullable_arg(arg: Arg<'_, 'fcx>) -> pgrx::nullable::Nullable<Self> {
+                unsafe { arg.unbox_arg_using_from_datum::<Self>() }.into()
+            }
+        }
+
+        impl_sql_translatable!($name, $sql);
+    };
+}
+
+vector_argument!(Vector, Element::F32, "vector", "A `vector` argument (pgvector), read in place.");
+vector_argument!(HalfVec, Element::F16, "halfvec", "A `halfvec` argument (pgvector), read in place.");
+
+/// A value that can be turned into a vector datum: a `vector` or `halfvec` argument as it is, or
+/// text in pgvector's input syntax (`'[0.1, 0.2, ...]'`), parsed by pgvector's own input function.
+pub trait IntoVectorDatum {
+    fn into_vector_datum(self) -> crate::error::Result<VectorDatum>;
+}
+
+impl IntoVectorDatum for Vector {
+    fn into_vector_datum(self) -> crate::error::Result<VectorDatum> {
+        Ok(self.0)
+    }
+}
+
+impl IntoVectorDatum for HalfVec {
+    fn into_vector_datum(self) -> crate::error::Result<VectorDatum> {
+        Ok(self.0)
+    }
+}
+
+impl IntoVectorDatum for &str {
+    fn into_vector_datum(self) -> crate::error::Result<VectorDatum> {
+        parse_vector_text(self)
+    }
+}
+
+/// The OID of pgvector's `vector` type, looked up in the schema pgvector is installed in.
+pub fn vector_type_oid() -> crate::error::Result<pg_sys::Oid> {
+    pgrx::spi::Spi::get_one::<pg_sys::Oid>(
+        "SELECT t.oid FROM pg_catalog.pg_type t \
+           JOIN pg_catalog.pg_extension e ON e.extnamespace = t.typnamespace \
+          WHERE e.extname = 'vector' AND t.typname = 'vector'",
+    )
+    .map_err(crate::error::spi("looking up pgvector's vector type"))?
+    .ok_or_else(|| {
+        MemoryError::new(pgrx::PgSqlErrorCode::ERRCODE_UNDEFINED_OBJECT, "pgvector's type vector was not found")
+            .hint("CREATE EXTENSION vector;")
+    })
+}
+
+/// Parses text in pgvector's input syntax with pgvector's input function, so the text form
+/// accepts exactly what `'...'::vector` accepts and fails with pgvector's own errors.
+pub fn parse_vector_text(text: &str) -> crate::error::Result<VectorDatum> {
+    let oid = vector_type_oid()?;
+    let cstr = std::ffi::CString::new(text)
+        .map_err(|_| MemoryError::invalid_parameter("a vector's text contains a NUL byte").hint("Pass text like '[0.1, 0.2, 0.3]'."))?;
+    let mut input = pg_sys::Oid::INVALID;
+    let mut ioparam = pg_sys::Oid::INVALID;
+    // SAFETY: `oid` is a valid type OID; `getTypeInputInfo` fills both out-parameters (or raises).
+    unsafe { pg_sys::getTypeInputInfo(oid, &mut input, &mut ioparam) };
+    // SAFETY: `cstr` is a NUL-terminated string that outlives the call; the input function of
+    // `vector` returns a palloc'd vector datum or raises an error.
+    let datum = unsafe { pg_sys::OidInputFunctionCall(input, cstr.as_ptr().cast_mut(), ioparam, -1) };
+    // SAFETY: the datum was just made by vector's input function.
+    unsafe { VectorDatum::from_datum(datum, Element::F32) }
+}

@@ -1,0 +1,58 @@
+//! Helpers for the out-of-process tests: connections to the test server that `scripts/test.sh`
+//! starts (socket folder in `AGENT_MEMORY_TEST_HOST`, port in `AGENT_MEMORY_TEST_PORT`), a
+//! fresh database per test, and deterministic data.
+
+use postgres::{Client, NoTls};
+
+/// Connection parameters of the test server, from the environment `scripts/test.sh` sets.
+fn params(dbname: &str) -> String {
+    let host = std::env::var("AGENT_MEMORY_TEST_HOST")
+        .expect("AGENT_MEMORY_TEST_HOST is not set: run these tests through scripts/test.sh, which starts the server");
+    let port = std::env::var("AGENT_MEMORY_TEST_PORT").unwrap_or_else(|_| "28816".into());
+    format!("host={host} port={port} user=postgres dbname={dbname}")
+}
+
+/// A connection to database `dbname` of the test server.
+pub fn connect(dbname: &str) -> Client {
+    Client::connect(&params(dbname), NoTls).unwrap_or_else(|e| panic!("connecting to {dbname}: {e}"))
+}
+
+/// Creates database `name` afresh with the extension installed.
+pub fn fresh_db(name: &str) -> Client {
+    let mut admin = connect("postgres");
+    admin.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).unwrap();
+    admin.batch_execute(&format!("CREATE DATABASE {name}")).unwrap();
+    let mut c = connect(name);
+    c.batch_execute("SET client_min_messages = warning; CREATE EXTENSION agent_memory CASCADE").unwrap();
+    c
+}
+
+/// A small deterministic generator (SplitMix64), so tests need no randomness crate.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in [-0.5, 0.5).
+    pub fn f32(&mut self) -> f32 {
+        ((self.next_u64() >> 40) as f32) / ((1u64 << 24) as f32) - 0.5
+    }
+
+    pub fn vector(&mut self, dims: usize) -> Vec<f32> {
+        (0..dims).map(|_| self.f32()).collect()
+    }
+}
+
+/// Cosine similarity, for checking the server's ranking from the client.
+pub fn cosine(a: &[f32], b: &[f32]) -> f64 {
+    let dot: f64 = a.iter().zip(b).map(|(x, y)| *x as f64 * *y as f64).sum();
+    let na: f64 = a.iter().map(|x| (*x as f64).powi(2)).sum::<f64>().sqrt();
+    let nb: f64 = b.iter().map(|x| (*x as f64).powi(2)).sum::<f64>().sqrt();
+    dot / (na * nb)
+}
