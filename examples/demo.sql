@@ -18,7 +18,7 @@ SELECT 'user-' || lpad(u::text, 2, '0'),
        'demo-64d',
        round(random()::numeric, 2),
        now() - make_interval(mins => (random() * 60 * 24 * 90)::int)
-  FROM generate_series(1, 50) u, generate_series(1, 1000) i
+  FROM generate_series(1, 50) u CROSS JOIN generate_series(1, 1000) i
   JOIN topics t ON t.t = 1 + (i * 7 + u) % 20;
 \echo 'An HNSW index for the model, as pgvector recommends (an expression index: one per model and dimension):'
 CREATE INDEX demo_64d_hnsw ON agent_memory.memories

@@ -12,9 +12,9 @@ DATA="$(server_dir demo)/data"
 SOCK="$(server_dir demo-socket)"
 say "Starting PostgreSQL $(pg_major) (port $PORT, socket $SOCK, data $DATA)"
 start_server "$DATA" "$SOCK" "$PORT"
-PSQL=(psql -X -h "$SOCK" -p "$PORT" -U postgres)
+PSQL=(env PGOPTIONS="-c client_min_messages=warning" psql -X -h "$SOCK" -p "$PORT" -U postgres)
 "${PSQL[@]}" -q -d postgres -c "DROP DATABASE IF EXISTS agent_memory_demo" -c "CREATE DATABASE agent_memory_demo"
-"${PSQL[@]}" -q -d agent_memory_demo -c "CREATE EXTENSION agent_memory CASCADE" 2>&1 | grep -v '^NOTICE' || true
+"${PSQL[@]}" -q -d agent_memory_demo -c "CREATE EXTENSION agent_memory CASCADE"
 say "Demo"
 "${PSQL[@]}" -d agent_memory_demo -f "$ROOT/examples/demo.sql"
 
