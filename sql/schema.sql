@@ -29,15 +29,15 @@ CREATE TABLE agent_memory.memories (
     emb             vector      NOT NULL,
     embedding_model text        NOT NULL
                     DEFAULT coalesce(nullif(current_setting('agent_memory.default_model', true), ''), 'default'),
-    importance      real        NOT NULL DEFAULT 0.5 CHECK (importance >= 0 AND importance <= 1),
+    importance      real        NOT NULL CHECK (importance >= 0 AND importance <= 1),
     protected       boolean     NOT NULL DEFAULT false,
     source          text,
     source_turn_id  bigint      REFERENCES agent_memory.turns (id) ON DELETE SET NULL,
     active          boolean     NOT NULL DEFAULT true,
     retired_reason  text,
     retired_at      timestamptz,
-    superseded_by   bigint      REFERENCES agent_memory.memories (id) ON DELETE SET NULL,
-    version         integer     NOT NULL DEFAULT 1 CHECK (version >= 1),
+    superseded_by   bigint      REFERENCES agent_memory.memories (id) ON DELETE SET NULL DEFERRABLE INITIALLY DEFERRED,
+    version         integer     NOT NULL CHECK (version >= 1),
     valid_until     timestamptz,
     expires_at      timestamptz,
     created_at      timestamptz NOT NULL DEFAULT now(),
@@ -58,7 +58,7 @@ COMMENT ON COLUMN agent_memory.memories.object IS 'Structured key of a fact: the
 COMMENT ON COLUMN agent_memory.memories.content IS 'The memory as text, as it is given to the model.';
 COMMENT ON COLUMN agent_memory.memories.emb IS 'Embedding of content (pgvector); its dimension is that of embedding_model.';
 COMMENT ON COLUMN agent_memory.memories.embedding_model IS 'Model that made emb; a query only meets memories of its own model.';
-COMMENT ON COLUMN agent_memory.memories.importance IS 'Importance in [0, 1]; recall multiplies the score by 0.8 + 0.4 × importance.';
+COMMENT ON COLUMN agent_memory.memories.importance IS 'Importance in [0, 1]; recall multiplies the score by 0.8 + 0.4 × importance. Left NULL on insert: the importance rule (memory_importance).';
 COMMENT ON COLUMN agent_memory.memories.protected IS 'Hard fact (identity, time zone, language, taboo): never expired or evicted.';
 COMMENT ON COLUMN agent_memory.memories.source IS 'Where the memory came from (free text: a tool, a conversation, an import).';
 COMMENT ON COLUMN agent_memory.memories.source_turn_id IS 'The conversation turn the memory was drawn from, if any.';
@@ -66,9 +66,9 @@ COMMENT ON COLUMN agent_memory.memories.active IS 'Whether recall sees the memor
 COMMENT ON COLUMN agent_memory.memories.retired_reason IS 'Why the memory was retired (superseded, deleted, expired, evicted, merged, ...).';
 COMMENT ON COLUMN agent_memory.memories.retired_at IS 'When the memory was retired; the purge deletes it after the regret window.';
 COMMENT ON COLUMN agent_memory.memories.superseded_by IS 'The memory that replaced this one, when an update retired it.';
-COMMENT ON COLUMN agent_memory.memories.version IS 'Version for conditional updates; every write to the memory increments it.';
+COMMENT ON COLUMN agent_memory.memories.version IS 'Version for conditional updates; managed by the trigger: every write to the memory increments it, a recall''s touch does not.';
 COMMENT ON COLUMN agent_memory.memories.valid_until IS 'When the fact stops being true (from the conversation); recall skips it after.';
-COMMENT ON COLUMN agent_memory.memories.expires_at IS 'When retention ends; recall skips it after, forgetting retires it.';
+COMMENT ON COLUMN agent_memory.memories.expires_at IS 'When retention ends; recall skips it after, forgetting retires it. Left NULL on insert: created_at + memory_retention(...); ''infinity'' keeps it; always NULL for protected facts.';
 COMMENT ON COLUMN agent_memory.memories.created_at IS 'When the memory was written.';
 COMMENT ON COLUMN agent_memory.memories.last_hit_at IS 'When recall last returned it (or when written); the age decay counts from.';
 COMMENT ON COLUMN agent_memory.memories.hit_count IS 'How often recall returned it (touch => false does not count).';
@@ -77,10 +77,100 @@ COMMENT ON COLUMN agent_memory.memories.metadata IS 'Free-form JSON of the appli
 -- The recall path: one user's active memories of one model, user first. last_hit_at and
 -- hit_count are in no index, so recall's refresh of them is a HOT update.
 CREATE INDEX memories_user_model_active ON agent_memory.memories (user_id, embedding_model) WHERE active;
--- Exact lookups of a fact by its key.
-CREATE INDEX memories_user_subject_predicate ON agent_memory.memories (user_id, subject, predicate)
-    WHERE active AND subject IS NOT NULL;
+-- One active fact per (user, subject, predicate), whatever the concurrency; also the exact
+-- lookup of reconciliation.
+CREATE UNIQUE INDEX memories_one_active_fact ON agent_memory.memories (user_id, subject, predicate)
+    WHERE active AND subject IS NOT NULL AND predicate IS NOT NULL;
+-- Idempotent free-text writes find identical content by its hash.
+CREATE INDEX memories_user_content_hash ON agent_memory.memories (user_id, md5(content)) WHERE active;
 -- Foreign keys pointing into memories: without these, deleting (purge, erasure) would scan the
 -- table once per deleted row.
 CREATE INDEX memories_superseded_by ON agent_memory.memories (superseded_by) WHERE superseded_by IS NOT NULL;
 CREATE INDEX memories_source_turn ON agent_memory.memories (source_turn_id) WHERE source_turn_id IS NOT NULL;
+
+-- Every embedding model in use, with its dimension: one model, one dimension. Rows are added by
+-- the first write of a model.
+CREATE TABLE agent_memory.embedding_models (
+    name        text        PRIMARY KEY CHECK (name <> ''),
+    dimensions  integer     NOT NULL CHECK (dimensions BETWEEN 1 AND 16000),
+    created_at  timestamptz NOT NULL DEFAULT now()
+);
+COMMENT ON TABLE agent_memory.embedding_models IS 'Embedding models in use and their dimension; a write or query of another dimension is an error.';
+
+-- The write-time policies, for every path that writes memories (reconcile, update, COPY, INSERT):
+-- embeddings are L2-normalised and checked against their model's dimension; a missing importance
+-- comes from the importance rule and a missing expires_at from the retention settings; protected
+-- facts never expire; and every write to a memory increments its version, except a recall's
+-- refresh of last_hit_at and hit_count.
+CREATE FUNCTION agent_memory.memories_before_write() RETURNS trigger
+LANGUAGE plpgsql AS $body$
+DECLARE
+    dims       integer;
+    registered integer;
+BEGIN
+    IF TG_OP = 'INSERT' OR NEW.emb IS DISTINCT FROM OLD.emb
+       OR NEW.embedding_model IS DISTINCT FROM OLD.embedding_model THEN
+        dims := vector_dims(NEW.emb);
+        SELECT m.dimensions INTO registered FROM agent_memory.embedding_models m WHERE m.name = NEW.embedding_model;
+        IF registered IS NULL THEN
+            INSERT INTO agent_memory.embedding_models (name, dimensions) VALUES (NEW.embedding_model, dims)
+            ON CONFLICT (name) DO NOTHING;
+            SELECT m.dimensions INTO registered FROM agent_memory.embedding_models m WHERE m.name = NEW.embedding_model;
+        END IF;
+        IF registered <> dims THEN
+            RAISE EXCEPTION 'embedding model "%" has % dimensions, but this embedding has %', NEW.embedding_model, registered, dims
+                USING ERRCODE = 'data_exception',
+                      HINT = 'Set embedding_model to the model that made this embedding; one model has one dimension.';
+        END IF;
+        IF vector_norm(NEW.emb) = 0 THEN
+            RAISE EXCEPTION 'the embedding is all zeros'
+                USING ERRCODE = 'invalid_parameter_value',
+                      HINT = 'Store the embedding of the memory''s content: a non-zero vector.';
+        END IF;
+        NEW.emb := l2_normalize(NEW.emb);
+    END IF;
+
+    IF TG_OP = 'INSERT' THEN
+        IF NEW.importance IS NULL THEN
+            NEW.importance := agent_memory.memory_importance(NEW.content);
+        END IF;
+        IF NEW.protected THEN
+            NEW.expires_at := NULL;
+        ELSIF NEW.expires_at IS NULL THEN
+            -- Retention counts from the write, so imported old memories are not expired on arrival.
+            NEW.expires_at := greatest(NEW.created_at, now())
+                              + agent_memory.memory_retention(NEW.kind, NEW.importance, NEW.protected);
+        END IF;
+        NEW.version := coalesce(NEW.version, 1);
+    ELSE
+        IF NEW.protected THEN
+            NEW.expires_at := NULL;
+        END IF;
+        IF (NEW.user_id, NEW.kind, NEW.subject, NEW.predicate, NEW.object, NEW.content, NEW.emb,
+            NEW.embedding_model, NEW.importance, NEW.protected, NEW.source, NEW.source_turn_id, NEW.active,
+            NEW.retired_reason, NEW.retired_at, NEW.superseded_by, NEW.valid_until, NEW.expires_at, NEW.metadata)
+           IS DISTINCT FROM
+           (OLD.user_id, OLD.kind, OLD.subject, OLD.predicate, OLD.object, OLD.content, OLD.emb,
+            OLD.embedding_model, OLD.importance, OLD.protected, OLD.source, OLD.source_turn_id, OLD.active,
+            OLD.retired_reason, OLD.retired_at, OLD.superseded_by, OLD.valid_until, OLD.expires_at, OLD.metadata) THEN
+            NEW.version := OLD.version + 1;
+        ELSE
+            NEW.version := OLD.version;
+        END IF;
+    END IF;
+    RETURN NEW;
+END
+$body$;
+
+-- pgvector's functions are found in pgvector's schema, wherever it is installed.
+DO $do$
+BEGIN
+    EXECUTE format('ALTER FUNCTION agent_memory.memories_before_write() SET search_path = pg_catalog, %I',
+                   (SELECT n.nspname FROM pg_catalog.pg_extension e
+                      JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace
+                     WHERE e.extname = 'vector'));
+END
+$do$;
+
+CREATE TRIGGER memories_before_write BEFORE INSERT OR UPDATE ON agent_memory.memories
+    FOR EACH ROW EXECUTE FUNCTION agent_memory.memories_before_write();

@@ -83,3 +83,12 @@ impl<T> OrRaise<T> for Result<T> {
 pub fn spi(context: &'static str) -> impl Fn(pgrx::spi::SpiError) -> MemoryError {
     move |e| MemoryError::new(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, format!("{context}: {e}"))
 }
+
+/// The first column of the first row of an SPI result, or `None` when there is no row.
+pub fn first_value<T: pgrx::FromDatum + pgrx::IntoDatum>(table: pgrx::spi::SpiTupleTable<'_>) -> pgrx::spi::SpiResult<Option<T>> {
+    if table.is_empty() {
+        Ok(None)
+    } else {
+        table.first().get_one::<T>()
+    }
+}

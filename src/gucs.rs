@@ -7,6 +7,7 @@
 use std::ffi::CStr;
 
 use agent_memory_core::decay::{DecayMode, DecayParams, ImportanceWeights};
+use agent_memory_core::policy::{ImportanceRule, Retention};
 use pgrx::guc::{GucContext, GucFlags, GucRegistry, GucSetting, PostgresGucEnum};
 
 /// The decay curve recall uses when the call names none (`agent_memory.decay_mode`).
@@ -55,6 +56,21 @@ static IMPORTANCE_WEIGHT: GucSetting<f64> = GucSetting::<f64>::new(0.4);
 static MAX_K: GucSetting<i32> = GucSetting::<i32>::new(1000);
 /// `agent_memory.default_model`: the embedding model of rows and queries that name none.
 static DEFAULT_MODEL: GucSetting<Option<std::ffi::CString>> = GucSetting::<Option<std::ffi::CString>>::new(Some(c"default"));
+
+/// `agent_memory.reconcile_similarity`: cosine at which an unkeyed match is "the same fact" (default 0.9).
+static RECONCILE_SIMILARITY: GucSetting<f64> = GucSetting::<f64>::new(0.9);
+/// `agent_memory.merge_similarity`: cosine at which free text reinforces a memory instead of adding (default 0.92).
+static MERGE_SIMILARITY: GucSetting<f64> = GucSetting::<f64>::new(0.92);
+/// `agent_memory.importance_default`: importance before the rule's bonuses (default 0.5).
+static IMPORTANCE_DEFAULT: GucSetting<f64> = GucSetting::<f64>::new(0.5);
+/// `agent_memory.retention_default`: retention of ordinary memories (minutes; default 7 days; -1 forever).
+static RETENTION_DEFAULT: GucSetting<i32> = GucSetting::<i32>::new(7 * 24 * 60);
+/// `agent_memory.retention_important`: retention above `retention_important_above` (default 30 days).
+static RETENTION_IMPORTANT: GucSetting<i32> = GucSetting::<i32>::new(30 * 24 * 60);
+/// `agent_memory.retention_semantic`: retention of semantic memories (default 90 days).
+static RETENTION_SEMANTIC: GucSetting<i32> = GucSetting::<i32>::new(90 * 24 * 60);
+/// `agent_memory.retention_important_above`: importance above which a memory counts as important (default 0.7).
+static RETENTION_IMPORTANT_ABOVE: GucSetting<f64> = GucSetting::<f64>::new(0.7);
 
 /// Registers every setting. Called once from `_PG_init`.
 pub fn init() {
@@ -164,6 +180,76 @@ pub fn init() {
         GucContext::Userset,
         GucFlags::default(),
     );
+    GucRegistry::define_float_guc(
+        c"agent_memory.reconcile_similarity",
+        c"Cosine similarity at which reconcile takes a memory without the same key for the same fact.",
+        c"Used when no active memory of the user has the fact's (subject, predicate).",
+        &RECONCILE_SIMILARITY,
+        -1.0,
+        1.0,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_float_guc(
+        c"agent_memory.merge_similarity",
+        c"Cosine similarity at which a free-text memory reinforces an existing one instead of adding.",
+        c"",
+        &MERGE_SIMILARITY,
+        -1.0,
+        1.0,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_float_guc(
+        c"agent_memory.importance_default",
+        c"Importance of a memory written without one, before the rule's bonuses.",
+        c"+0.3 for preference words (prefer, remember, never, always, from now on, and Chinese equivalents), +0.2 for 20 to 200 characters, capped at 1.",
+        &IMPORTANCE_DEFAULT,
+        0.0,
+        1.0,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"agent_memory.retention_default",
+        c"How long an ordinary memory is kept when written without expires_at (-1: forever).",
+        c"",
+        &RETENTION_DEFAULT,
+        -1,
+        i32::MAX,
+        GucContext::Userset,
+        GucFlags::UNIT_MIN,
+    );
+    GucRegistry::define_int_guc(
+        c"agent_memory.retention_important",
+        c"How long an important memory (importance above retention_important_above) is kept (-1: forever).",
+        c"",
+        &RETENTION_IMPORTANT,
+        -1,
+        i32::MAX,
+        GucContext::Userset,
+        GucFlags::UNIT_MIN,
+    );
+    GucRegistry::define_int_guc(
+        c"agent_memory.retention_semantic",
+        c"How long a semantic memory (a fact or preference) is kept (-1: forever).",
+        c"",
+        &RETENTION_SEMANTIC,
+        -1,
+        i32::MAX,
+        GucContext::Userset,
+        GucFlags::UNIT_MIN,
+    );
+    GucRegistry::define_float_guc(
+        c"agent_memory.retention_important_above",
+        c"Importance above which a memory gets the longer retention_important.",
+        c"",
+        &RETENTION_IMPORTANT_ABOVE,
+        0.0,
+        1.0,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
     reserve_prefix();
 }
 
@@ -212,4 +298,26 @@ pub fn default_model() -> String {
         .map(|s| s.trim().to_string())
         .filter(|s| !s.is_empty())
         .unwrap_or_else(|| "default".to_string())
+}
+
+pub fn reconcile_similarity() -> f64 {
+    RECONCILE_SIMILARITY.get()
+}
+
+pub fn merge_similarity() -> f64 {
+    MERGE_SIMILARITY.get()
+}
+
+pub fn importance_rule() -> ImportanceRule {
+    ImportanceRule { base: IMPORTANCE_DEFAULT.get(), ..ImportanceRule::default() }
+}
+
+pub fn retention() -> Retention {
+    let minutes = |m: i32| if m < 0 { None } else { Some(m as i64) };
+    Retention {
+        default_minutes: minutes(RETENTION_DEFAULT.get()),
+        important_minutes: minutes(RETENTION_IMPORTANT.get()),
+        semantic_minutes: minutes(RETENTION_SEMANTIC.get()),
+        important_above: RETENTION_IMPORTANT_ABOVE.get(),
+    }
 }

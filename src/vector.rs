@@ -282,3 +282,17 @@ pub fn parse_vector_text(text: &str) -> crate::error::Result<VectorDatum> {
     // SAFETY: the datum was just made by vector's input function.
     unsafe { VectorDatum::from_datum(datum, Element::F32) }
 }
+
+/// A new `vector` datum holding `values`, palloc'd in the current memory context.
+pub fn new_vector_datum(values: &[f32]) -> pg_sys::Datum {
+    let size = HEADER + 4 * values.len();
+    // SAFETY: palloc0 returns `size` zeroed bytes (or raises); the header is written with
+    // pgrx's SET_VARSIZE equivalent, `dim` after it (`unused` stays 0), then the elements.
+    unsafe {
+        let p = pg_sys::palloc0(size) as *mut u8;
+        pgrx::set_varsize_4b(p.cast(), size as i32);
+        p.add(4).cast::<i16>().write_unaligned(values.len() as i16);
+        std::ptr::copy_nonoverlapping(values.as_ptr().cast::<u8>(), p.add(HEADER), 4 * values.len());
+        pg_sys::Datum::from(p)
+    }
+}

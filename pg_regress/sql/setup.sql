@@ -9,7 +9,8 @@ SELECT attname, format_type(atttypid, atttypmod) AS type, attnotnull
  WHERE attrelid = 'agent_memory.memories'::regclass AND attnum > 0 AND NOT attisdropped
  ORDER BY attnum;
 -- The functions, with their volatility.
-SELECT p.proname, pg_get_function_identity_arguments(p.oid) AS args, p.provolatile, p.proparallel
+SELECT p.proname, array_to_string((p.proargtypes::oid[]::regtype[])[0:5], ', ') AS first_arguments,
+       p.pronargs AS arguments, p.provolatile, p.proparallel
   FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
  WHERE n.nspname = 'agent_memory' ORDER BY 1, 2;
 -- Every setting, with its default.

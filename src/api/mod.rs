@@ -3,4 +3,8 @@
 //! `agent_memory_core`.
 
 pub mod decay;
+pub mod policy;
+pub mod reconcile;
+pub mod turns;
+pub mod update;
 pub mod recall;

@@ -12,7 +12,7 @@ use pgrx::datum::TimestampWithTimeZone;
 use pgrx::prelude::*;
 
 use crate::api::decay::scorer;
-use crate::error::{spi, MemoryError, OrRaise, Result};
+use crate::error::{first_value, spi, MemoryError, OrRaise, Result};
 use crate::gucs;
 use crate::vector::{Element, HalfVec, IntoVectorDatum, Vector, VectorDatum};
 
@@ -57,6 +57,14 @@ SELECT m.id, m.content, m.kind, m.subject, m.predicate, m.object, m.importance, 
 const TOUCH: &str = "\
 UPDATE agent_memory.memories SET last_hit_at = now(), hit_count = hit_count + 1 \
  WHERE id = ANY ($1)";
+
+const MODEL_DIMS: &str = "SELECT dimensions FROM agent_memory.embedding_models WHERE name = $1";
+
+fn dimension_mismatch(query: usize, model: &str, stored: usize) -> MemoryError {
+    MemoryError::data_exception(format!("the query has {query} dimensions but the memories of model \"{model}\" have {stored}"))
+        .detail("A query only meets memories of its own embedding model, and one model has one dimension.")
+        .hint("Pass model => the name of the model that made the query vector.")
+}
 
 /// Checks the user id.
 pub fn check_user(user_id: Option<&str>) -> Result<&str> {
@@ -119,6 +127,13 @@ pub fn recall(user_id: Option<&str>, query: Option<&VectorDatum>, opts: RecallOp
     let (floor_semantic, floor_episodic) = (gucs::decay_floor(false), gucs::decay_floor(true));
 
     Spi::connect_mut(|client| {
+        let registered = first_value::<i32>(client.select(MODEL_DIMS, None, &[model.clone().into()]).map_err(spi("reading the model's dimension"))?)
+            .map_err(spi("reading the model's dimension"))?;
+        if let Some(d) = registered {
+            if d as usize != q.len() {
+                return Err(dimension_mismatch(q.len(), &model, d as usize));
+            }
+        }
         let mut top = TopK::new(k);
         let mut scratch = Vec::new();
         {
@@ -131,13 +146,7 @@ pub fn recall(user_id: Option<&str>, query: Option<&VectorDatum>, opts: RecallOp
                 // SAFETY: column 2 is `memories.emb`, of type `vector`.
                 let emb = unsafe { VectorDatum::from_datum(raw, Element::F32) }?;
                 if emb.dims() != q.len() {
-                    return Err(MemoryError::data_exception(format!(
-                        "the query has {} dimensions but the memories of model \"{model}\" have {}",
-                        q.len(),
-                        emb.dims()
-                    ))
-                    .detail("A query only meets memories of its own embedding model, and one model has one dimension.")
-                    .hint("Pass model => the name of the model that made the query vector."));
+                    return Err(dimension_mismatch(q.len(), &model, emb.dims()));
                 }
                 let similarity = emb.with_f32(&mut scratch, |x| vecmath::cosine_with_unit(&q, x));
                 if similarity < min_similarity {

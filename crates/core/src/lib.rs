@@ -6,8 +6,12 @@
 //! * [`decay`]: time decay of a memory's score (none, linear, exponential, power law), the
 //!   importance factor and the reference score `similarity × decay × importance factor`;
 //! * [`topk`]: bounded top-k selection with a deterministic order;
-//! * [`vecmath`]: dot products, norms and validation of embeddings.
+//! * [`vecmath`]: dot products, norms and validation of embeddings;
+//! * [`policy`]: importance when none is given, and retention;
+//! * [`reconcile`]: the ADD / UPDATE / DELETE / NONE decision for a candidate fact.
 
 pub mod decay;
+pub mod policy;
+pub mod reconcile;
 pub mod topk;
 pub mod vecmath;

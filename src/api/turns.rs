@@ -1,0 +1,62 @@
+//! `memory_record_turn(user_id, session_id, role, content, ...)`: the raw conversation turns that
+//! facts are drawn from, kept apart from the facts.
+
+use pgrx::datum::{JsonB, TimestampWithTimeZone};
+use pgrx::prelude::*;
+
+use crate::api::recall::check_user;
+use crate::error::{spi, MemoryError, OrRaise, Result};
+
+const INSERT: &str = "INSERT INTO agent_memory.turns (user_id, session_id, role, content, created_at, metadata) \
+     VALUES ($1, $2, $3, $4, coalesce($5::timestamptz, now()), coalesce($6, '{}'::jsonb)) RETURNING id";
+
+const ROLES: [&str; 4] = ["system", "user", "assistant", "tool"];
+
+fn record(
+    user_id: Option<&str>,
+    session_id: Option<&str>,
+    role: Option<&str>,
+    content: Option<&str>,
+    created_at: Option<TimestampWithTimeZone>,
+    metadata: Option<JsonB>,
+) -> Result<i64> {
+    let user = check_user(user_id)?;
+    let session = session_id
+        .filter(|s| !s.trim().is_empty())
+        .ok_or_else(|| MemoryError::null_value("session_id must not be NULL or empty").hint("Pass the id of the conversation."))?;
+    let role = role.unwrap_or_default();
+    if !ROLES.contains(&role) {
+        return Err(MemoryError::invalid_parameter(format!("unknown role \"{role}\"")).hint("Use one of: system, user, assistant, tool."));
+    }
+    let content = content.ok_or_else(|| MemoryError::null_value("content must not be NULL").hint("Pass the text of the turn."))?;
+    let args = [
+        user.into(),
+        session.into(),
+        role.into(),
+        content.into(),
+        created_at.map(|t| t.to_string()).into(),
+        metadata.into(),
+    ];
+    Spi::connect_mut(|c| {
+        c.update(INSERT, None, &args)
+            .map_err(spi("recording the turn"))?
+            .first()
+            .get_one::<i64>()
+            .map_err(spi("recording the turn"))?
+            .ok_or_else(|| spi("recording the turn")(pgrx::spi::SpiError::InvalidPosition))
+    })
+}
+
+/// Records one raw conversation turn and returns its id; pass it to `memory_reconcile` as
+/// `source_turn_id` to link the facts drawn from it.
+#[pg_extern(volatile, parallel_unsafe)]
+fn memory_record_turn(
+    user_id: Option<&str>,
+    session_id: Option<&str>,
+    role: Option<&str>,
+    content: Option<&str>,
+    created_at: default!(Option<TimestampWithTimeZone>, "NULL"),
+    metadata: default!(Option<JsonB>, "NULL"),
+) -> i64 {
+    record(user_id, session_id, role, content, created_at, metadata).or_raise()
+}
