@@ -3,7 +3,8 @@
 //! * [`api`]: the SQL-visible functions, one module per concept;
 //! * [`vector`]: pgvector's `vector` / `halfvec` datums (all of the `unsafe`);
 //! * [`gucs`]: every `agent_memory.*` setting;
-//! * [`error`]: every error, with its SQLSTATE and hint.
+//! * [`error`]: every error, with its SQLSTATE and hint;
+//! * [`plans`]: prepared statements kept for the life of the backend.
 //!
 //! The algorithms (decay, scoring, top-k, vector math) live in the `agent_memory_core` crate,
 //! with no PostgreSQL dependency.
@@ -13,6 +14,8 @@ use pgrx::prelude::*;
 pub mod api;
 pub mod error;
 pub mod gucs;
+pub mod json;
+pub mod plans;
 pub mod vector;
 
 ::pgrx::pg_module_magic!(name, version);

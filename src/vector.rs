@@ -296,3 +296,23 @@ pub fn new_vector_datum(values: &[f32]) -> pg_sys::Datum {
         pg_sys::Datum::from(p)
     }
 }
+
+/// A `vector[]` datum holding one vector per row, for set-based writes (`unnest($n)`), with the
+/// OID of pgvector's array type.
+pub fn new_vector_array(rows: &[Vec<f32>]) -> crate::error::Result<pgrx::datum::DatumWithOid<'static>> {
+    let elem = vector_type_oid()?;
+    // SAFETY: plain catalog lookups for a valid type OID.
+    let array_type = unsafe { pg_sys::get_array_type(elem) };
+    if array_type == pg_sys::Oid::INVALID {
+        return Err(MemoryError::corrupted("pgvector's type vector has no array type"));
+    }
+    let (mut len, mut byval, mut align) = (0i16, false, 0 as std::ffi::c_char);
+    // SAFETY: fills the three out-parameters for a valid type OID.
+    unsafe { pg_sys::get_typlenbyvalalign(elem, &mut len, &mut byval, &mut align) };
+    let mut datums: Vec<pg_sys::Datum> = rows.iter().map(|r| new_vector_datum(r)).collect();
+    // SAFETY: `datums` holds `rows.len()` valid vector datums of the element type described by
+    // (len, byval, align); construct_array copies them into a new palloc'd array.
+    let array = unsafe { pg_sys::construct_array(datums.as_mut_ptr(), datums.len() as i32, elem, len as i32, byval, align) };
+    // SAFETY: `array` is a valid array of `array_type`.
+    Ok(unsafe { pgrx::datum::DatumWithOid::new(pg_sys::Datum::from(array), array_type) })
+}

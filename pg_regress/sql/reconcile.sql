@@ -87,6 +87,11 @@ SELECT ordinal, action, version FROM agent_memory.memory_reconcile_batch('batch-
   {"subject": "user", "predicate": "timezone", "negate": true}
 ]'::jsonb);
 SELECT predicate, object, kind, active, protected, retired_reason FROM agent_memory.memories WHERE user_id = 'batch-user' ORDER BY id;
+-- The same call takes json, or text (an untyped literal): parsed once, the fastest forms.
+SELECT ordinal, action FROM agent_memory.memory_reconcile_batch('batch-json-user',
+  '[{"content": "Prefers tea", "emb": [0,1,0,0]}, {"content": "Prefers tea", "emb": [0,1,0,0]}]'::json);
+SELECT ordinal, action FROM agent_memory.memory_reconcile_batch('batch-json-user',
+  '[{"content": "Prefers tea", "emb": [0,1,0,0]}, {"content": "Prefers coffee", "emb": [0,0,1,0]}]');
 
 -- Write-time policies. Importance, when none is given: 0.5, +0.3 for preference words,
 -- +0.2 for 20 to 200 characters. Retention: 7 days, 30 above importance 0.7, 90 for

@@ -127,7 +127,7 @@ pub fn recall(user_id: Option<&str>, query: Option<&VectorDatum>, opts: RecallOp
     let (floor_semantic, floor_episodic) = (gucs::decay_floor(false), gucs::decay_floor(true));
 
     Spi::connect_mut(|client| {
-        let registered = first_value::<i32>(client.select(MODEL_DIMS, None, &[model.clone().into()]).map_err(spi("reading the model's dimension"))?)
+        let registered = first_value::<i32>(crate::plans::run(client, MODEL_DIMS, &[model.clone().into()]).map_err(spi("reading the model's dimension"))?)
             .map_err(spi("reading the model's dimension"))?;
         if let Some(d) = registered {
             if d as usize != q.len() {
@@ -137,8 +137,7 @@ pub fn recall(user_id: Option<&str>, query: Option<&VectorDatum>, opts: RecallOp
         let mut top = TopK::new(k);
         let mut scratch = Vec::new();
         {
-            let mut table = client
-                .select(CANDIDATES, None, &[user.into(), model.clone().into(), kinds.into()])
+            let mut table = crate::plans::run(client, CANDIDATES, &[user.into(), model.clone().into(), kinds.into()])
                 .map_err(spi("reading the candidates"))?;
             while table.next().is_some() {
                 let id: i64 = table.get(1).map_err(spi("reading id"))?.unwrap_or_default();
@@ -167,7 +166,7 @@ pub fn recall(user_id: Option<&str>, query: Option<&VectorDatum>, opts: RecallOp
         let ids: Vec<i64> = ranked.iter().map(|r| r.id).collect();
         let mut details = std::collections::HashMap::with_capacity(ids.len());
         {
-            let table = client.select(DETAILS, None, &[ids.clone().into()]).map_err(spi("reading the recalled memories"))?;
+            let table = crate::plans::run(client, DETAILS, &[ids.clone().into()]).map_err(spi("reading the recalled memories"))?;
             for row in table {
                 let id: i64 = row.get(1).map_err(spi("reading id"))?.unwrap_or_default();
                 details.insert(
@@ -185,7 +184,7 @@ pub fn recall(user_id: Option<&str>, query: Option<&VectorDatum>, opts: RecallOp
             }
         }
         if touch && !read_only() {
-            client.update(TOUCH, None, &[ids.into()]).map_err(spi("refreshing last_hit_at"))?;
+            crate::plans::run(client, TOUCH, &[ids.into()]).map_err(spi("refreshing last_hit_at"))?;
         }
         Ok(ranked
             .into_iter()

@@ -8,6 +8,8 @@
 //! against writes that bypass this function. The decision itself is
 //! `agent_memory_core::reconcile::decide`.
 
+use std::collections::HashMap;
+
 use agent_memory_core::reconcile::{decide, most_similar, Action, Decision, Match, MatchKind};
 use agent_memory_core::vecmath;
 use pgrx::datum::{JsonB, TimestampWithTimeZone};
@@ -20,7 +22,7 @@ use crate::api::policy::check_kind;
 use crate::api::recall::{check_user, resolve_model};
 use crate::error::{first_value, spi, MemoryError, OrRaise, Result};
 use crate::gucs;
-use crate::vector::{new_vector_datum, vector_type_oid, HalfVec, IntoVectorDatum, Vector, VectorDatum};
+use crate::vector::{new_vector_array, HalfVec, IntoVectorDatum, Vector, VectorDatum};
 
 /// One candidate fact, from the single-fact call or one element of a batch.
 #[derive(Debug, Default, Deserialize)]
@@ -58,80 +60,142 @@ pub struct Outcome {
     pub version: Option<i32>,
 }
 
-/// A memory of the user held in memory during one call, for the similarity fallback.
-struct Known {
-    id: i64,
+/// A row a decision refers to: one that exists, or one this call will insert (by index).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Slot {
+    Existing(i64),
+    New(usize),
+}
+
+/// What the call knows of a row while it decides.
+struct RowState {
     version: i32,
-    episodic: bool,
+    active: bool,
+    key: Option<(String, String)>,
+    content: Option<(String, bool)>,
     object: Option<String>,
+}
+
+/// A row to insert, in its final state.
+struct NewRow {
+    fact_index: usize,
+    kind: String,
     unit: Vec<f32>,
+    /// The caller's importance; NULL lets the write trigger apply the importance rule.
+    importance: Option<f32>,
+    /// The importance this row starts from when a later fact reinforces it.
+    base_importance: f32,
+    version: i32,
+    active: bool,
+    retired_reason: Option<&'static str>,
+    superseded_by: Option<Slot>,
+}
+
+/// Where an outcome's version comes from once the writes are done.
+#[derive(Clone, Copy, Debug)]
+enum VersionOf {
+    Fixed(i32),
+    Existing(i64),
+    Null,
+}
+
+struct Pending {
+    action: Action,
+    memory: Option<Slot>,
+    previous: Option<Slot>,
+    version: VersionOf,
 }
 
 const LOCK_USER: &str = "SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtextextended('agent_memory.user:' || $1, 0))";
 const MODEL_DIMS: &str = "SELECT dimensions FROM agent_memory.embedding_models WHERE name = $1";
-const BY_KEY: &str = "SELECT id, version, object FROM agent_memory.memories \
-     WHERE user_id = $1 AND subject = $2 AND predicate = $3 AND active FOR UPDATE";
-const BY_CONTENT: &str = "SELECT id, version, object FROM agent_memory.memories \
-     WHERE user_id = $1 AND md5(content) = md5($2) AND content = $2 AND active \
-       AND embedding_model = $3 AND kind = $4 ORDER BY id DESC LIMIT 1";
-const LOAD_KNOWN: &str = "SELECT id, version, emb, kind = 'episodic', object FROM agent_memory.memories \
-     WHERE user_id = $1 AND embedding_model = $2 AND active ORDER BY id";
-const TARGET: &str = "SELECT id, version, active, user_id, object FROM agent_memory.memories WHERE id = $1 FOR UPDATE";
-const NEXT_ID: &str = "SELECT nextval(pg_catalog.pg_get_serial_sequence('agent_memory.memories', 'id'))";
-const INSERT: &str = "INSERT INTO agent_memory.memories \
-     (id, user_id, kind, subject, predicate, object, content, emb, embedding_model, importance, protected, \
-      source, source_turn_id, expires_at, valid_until, metadata, version) \
-     VALUES (coalesce($1, nextval(pg_catalog.pg_get_serial_sequence('agent_memory.memories', 'id'))), \
-             $2, $3, $4, $5, $6, $7, $8, $9, $10, coalesce($11, false), $12, $13, \
-             $14::timestamptz, $15::timestamptz, coalesce($16, '{}'::jsonb), $17) \
-     RETURNING id, version";
-const RETIRE: &str = "UPDATE agent_memory.memories \
-        SET active = false, retired_reason = $3, retired_at = now(), superseded_by = $4 \
-      WHERE id = $1 AND version = $2 AND active RETURNING version";
-const REINFORCE: &str = "UPDATE agent_memory.memories m \
-        SET importance = least(1, m.importance + 0.1), hit_count = m.hit_count + 1, last_hit_at = now(), \
+const LOAD_KEYS: &str = "SELECT m.id, m.version, m.subject, m.predicate, m.object, m.kind = 'episodic' \
+       FROM agent_memory.memories m \
+      WHERE m.user_id = $1 AND m.active AND m.subject IS NOT NULL AND m.predicate IS NOT NULL \
+        AND (m.subject, m.predicate) IN (SELECT * FROM unnest($2::text[], $3::text[])) \
+      FOR UPDATE";
+const LOAD_CONTENT: &str = "SELECT m.id, m.version, m.content, m.kind = 'episodic', m.object \
+       FROM agent_memory.memories m \
+      WHERE m.user_id = $1 AND m.active AND m.embedding_model = $2 \
+        AND md5(m.content) IN (SELECT md5(c) FROM unnest($3::text[]) c) AND m.content = ANY ($3::text[]) \
+      ORDER BY m.id FOR UPDATE";
+const LOAD_TARGETS: &str = "SELECT id, version, active, user_id = $2, subject, predicate, object, kind = 'episodic' \
+       FROM agent_memory.memories WHERE id = ANY ($1) FOR UPDATE";
+const LOAD_KNOWN: &str = "SELECT id, version, emb, kind = 'episodic', object, subject, predicate \
+       FROM agent_memory.memories WHERE user_id = $1 AND embedding_model = $2 AND active ORDER BY id";
+const NEXT_IDS: &str = "SELECT nextval(pg_catalog.pg_get_serial_sequence('agent_memory.memories', 'id')) \
+       FROM generate_series(1, $1)";
+const RETIRE_MANY: &str = "UPDATE agent_memory.memories m \
+        SET active = false, retired_reason = r.reason, retired_at = now(), superseded_by = r.superseded_by \
+       FROM unnest($1::bigint[], $2::integer[], $3::text[], $4::bigint[]) AS r(id, version, reason, superseded_by) \
+      WHERE m.id = r.id AND m.version = r.version AND m.active \
+  RETURNING m.id, m.version";
+const REINFORCE_MANY: &str = "UPDATE agent_memory.memories m \
+        SET importance = least(1, m.importance + 0.1 * r.n), hit_count = m.hit_count + r.n, last_hit_at = now(), \
             expires_at = CASE WHEN m.protected THEN NULL ELSE \
-                (SELECT CASE WHEN r IS NULL THEN NULL ELSE greatest(m.expires_at, now() + r) END \
-                   FROM agent_memory.memory_retention(m.kind, least(1, m.importance + 0.1)::real, m.protected) r) END \
-      WHERE m.id = $1 AND m.version = $2 AND m.active RETURNING m.version";
+                (SELECT CASE WHEN x IS NULL THEN NULL ELSE greatest(m.expires_at, now() + x) END \
+                   FROM agent_memory.memory_retention(m.kind, least(1, m.importance + 0.1 * r.n)::real, m.protected) x) END \
+       FROM unnest($1::bigint[], $2::integer[], $3::integer[]) AS r(id, version, n) \
+      WHERE m.id = r.id AND m.version = r.version AND m.active \
+  RETURNING m.id, m.version";
+const INSERT_MANY: &str = "INSERT INTO agent_memory.memories \
+       (id, user_id, kind, subject, predicate, object, content, emb, embedding_model, importance, protected, \
+        source, source_turn_id, expires_at, valid_until, metadata, version, active, retired_reason, retired_at, superseded_by) \
+     SELECT r.id, $1, r.kind, r.subject, r.predicate, r.object, r.content, r.emb, $2, r.importance, \
+            coalesce(r.protected, false), r.source, r.source_turn_id, r.expires_at::timestamptz, \
+            r.valid_until::timestamptz, coalesce(r.metadata, '{}'::jsonb), r.version, r.active, r.retired_reason, \
+            CASE WHEN r.active THEN NULL ELSE now() END, r.superseded_by \
+       FROM unnest($3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9, $10::real[], \
+                   $11::boolean[], $12::text[], $13::bigint[], $14::text[], $15::text[], $16::jsonb[], \
+                   $17::integer[], $18::boolean[], $19::text[], $20::bigint[]) \
+            AS r(id, kind, subject, predicate, object, content, emb, importance, protected, source, source_turn_id, \
+                 expires_at, valid_until, metadata, version, active, retired_reason, superseded_by)";
 
-/// Reconciles the facts of one user, one at a time, in order.
+/// Reconciles the facts of one user: reads what the facts need in a few queries, decides every
+/// fact in order against an in-memory view (which includes the rows earlier facts created), then
+/// writes everything in at most three statements.
 pub struct Reconciler<'a, 'c> {
     client: &'a mut SpiClient<'c>,
     user: String,
     model: String,
-    vector_oid: pg_sys::Oid,
     dims: Option<usize>,
-    known: Option<Vec<Known>>,
     reconcile_similarity: f64,
     merge_similarity: f64,
+    rows: HashMap<Slot, RowState>,
+    by_key: HashMap<(String, String), Slot>,
+    by_content: HashMap<(String, bool), Slot>,
+    known: Option<Vec<(Slot, bool, Vec<f32>)>>,
+    new_rows: Vec<NewRow>,
+    retire: Vec<(i64, i32, &'static str, Option<Slot>)>,
+    reinforce: HashMap<i64, (i32, i32)>,
 }
 
-fn conflict(what: &str) -> MemoryError {
-    MemoryError::new(PgSqlErrorCode::ERRCODE_T_R_SERIALIZATION_FAILURE, format!("{what} changed while it was reconciled"))
+fn conflict() -> MemoryError {
+    MemoryError::new(PgSqlErrorCode::ERRCODE_T_R_SERIALIZATION_FAILURE, "a memory changed while it was reconciled")
+        .detail("Another session updated a memory this call decided on.")
         .hint("Retry the call.")
-}
-
-fn text_arg(s: &Option<String>) -> pgrx::datum::DatumWithOid<'static> {
-    s.clone().into()
 }
 
 impl<'a, 'c> Reconciler<'a, 'c> {
     /// Locks the user and reads the model's dimension.
     pub fn new(client: &'a mut SpiClient<'c>, user: &str, model: &str) -> Result<Self> {
-        client.update(LOCK_USER, None, &[user.into()]).map_err(spi("locking the user"))?;
-        let dims = first_value::<i32>(client.select(MODEL_DIMS, None, &[model.into()]).map_err(spi("reading the model's dimension"))?)
+        crate::plans::run(client, LOCK_USER, &[user.into()]).map_err(spi("locking the user"))?;
+        let dims = first_value::<i32>(crate::plans::run(client, MODEL_DIMS, &[model.into()]).map_err(spi("reading the model's dimension"))?)
             .map_err(spi("reading the model's dimension"))?
             .map(|d| d as usize);
         Ok(Reconciler {
             client,
             user: user.to_string(),
             model: model.to_string(),
-            vector_oid: vector_type_oid()?,
             dims,
-            known: None,
             reconcile_similarity: gucs::reconcile_similarity(),
             merge_similarity: gucs::merge_similarity(),
+            rows: HashMap::new(),
+            by_key: HashMap::new(),
+            by_content: HashMap::new(),
+            known: None,
+            new_rows: Vec::new(),
+            retire: Vec::new(),
+            reinforce: HashMap::new(),
         })
     }
 
@@ -150,153 +214,245 @@ impl<'a, 'c> Reconciler<'a, 'c> {
         vecmath::validate(emb).map_err(|p| {
             MemoryError::invalid_parameter(format!("emb: {p}")).hint("Pass the embedding of the fact's content: a non-zero vector of finite numbers.")
         })?;
-        Ok(vecmath::normalized(emb))
+        let unit = vecmath::normalized(emb);
+        if self.dims.is_none() {
+            self.dims = Some(unit.len());
+        }
+        Ok(unit)
     }
 
-    /// The user's active memories of this model, loaded on first use.
-    fn known(&mut self) -> Result<&mut Vec<Known>> {
+    fn remember(&mut self, slot: Slot, state: RowState) {
+        if !state.active {
+            return;
+        }
+        if let Some(k) = &state.key {
+            self.by_key.entry(k.clone()).or_insert(slot);
+        }
+        if let Some(c) = &state.content {
+            self.by_content.entry(c.clone()).or_insert(slot);
+        }
+        self.rows.entry(slot).or_insert(state);
+    }
+
+    /// Reads the active facts with the batch's keys, the active memories with the batch's free
+    /// texts, and the targets of caller-decided actions.
+    fn load(&mut self, facts: &[Fact]) -> Result<()> {
+        let keyed: Vec<&Fact> = facts.iter().filter(|f| f.subject.is_some() && f.predicate.is_some()).collect();
+        if !keyed.is_empty() {
+            let subjects: Vec<Option<String>> = keyed.iter().map(|f| f.subject.clone()).collect();
+            let predicates: Vec<Option<String>> = keyed.iter().map(|f| f.predicate.clone()).collect();
+            let table = crate::plans::run(self.client, LOAD_KEYS, &[self.user.clone().into(), subjects.into(), predicates.into()])
+                .map_err(spi("reading the user's facts"))?;
+            for r in table {
+                let id: i64 = r.get(1).map_err(spi("reading id"))?.unwrap_or_default();
+                let state = RowState {
+                    version: r.get(2).map_err(spi("reading version"))?.unwrap_or(1),
+                    active: true,
+                    key: Some((
+                        r.get::<String>(3).map_err(spi("reading subject"))?.unwrap_or_default(),
+                        r.get::<String>(4).map_err(spi("reading predicate"))?.unwrap_or_default(),
+                    )),
+                    content: None,
+                    object: r.get(5).map_err(spi("reading object"))?,
+                };
+                self.remember(Slot::Existing(id), state);
+            }
+        }
+        let texts: Vec<Option<String>> =
+            facts.iter().filter(|f| f.subject.is_none() && f.predicate.is_none()).filter_map(|f| f.content.clone()).map(Some).collect();
+        if !texts.is_empty() {
+            let table = crate::plans::run(self.client, LOAD_CONTENT, &[self.user.clone().into(), self.model.clone().into(), texts.into()])
+                .map_err(spi("reading the user's memories"))?;
+            for r in table {
+                let id: i64 = r.get(1).map_err(spi("reading id"))?.unwrap_or_default();
+                let episodic: bool = r.get(4).map_err(spi("reading kind"))?.unwrap_or(false);
+                let content: String = r.get(3).map_err(spi("reading content"))?.unwrap_or_default();
+                let state = RowState {
+                    version: r.get(2).map_err(spi("reading version"))?.unwrap_or(1),
+                    active: true,
+                    key: None,
+                    content: Some((content, episodic)),
+                    object: r.get(5).map_err(spi("reading object"))?,
+                };
+                self.remember(Slot::Existing(id), state);
+            }
+        }
+        let targets: Vec<i64> = facts.iter().filter_map(|f| f.target_id).collect();
+        if !targets.is_empty() {
+            let table = crate::plans::run(self.client, LOAD_TARGETS, &[targets.into(), self.user.clone().into()])
+                .map_err(spi("reading the target memories"))?;
+            for r in table {
+                let id: i64 = r.get(1).map_err(spi("reading id"))?.unwrap_or_default();
+                if !r.get::<bool>(4).map_err(spi("reading user_id"))?.unwrap_or(false) {
+                    continue; // another user's memory: reported as not found
+                }
+                let subject: Option<String> = r.get(5).map_err(spi("reading subject"))?;
+                let predicate: Option<String> = r.get(6).map_err(spi("reading predicate"))?;
+                let state = RowState {
+                    version: r.get(2).map_err(spi("reading version"))?.unwrap_or(1),
+                    active: r.get(3).map_err(spi("reading active"))?.unwrap_or(false),
+                    key: subject.zip(predicate),
+                    content: None,
+                    object: r.get(7).map_err(spi("reading object"))?,
+                };
+                if state.active {
+                    self.remember(Slot::Existing(id), state);
+                } else {
+                    self.rows.entry(Slot::Existing(id)).or_insert(state);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The user's active memories of this model with their unit embeddings, loaded on first use.
+    fn known(&mut self) -> Result<&mut Vec<(Slot, bool, Vec<f32>)>> {
         if self.known.is_none() {
             let mut v = Vec::new();
-            let mut table = self
-                .client
-                .select(LOAD_KNOWN, None, &[self.user.clone().into(), self.model.clone().into()])
+            let mut table = crate::plans::run(self.client, LOAD_KNOWN, &[self.user.clone().into(), self.model.clone().into()])
                 .map_err(spi("reading the user's memories"))?;
+            let mut found = Vec::new();
             while table.next().is_some() {
                 let id: i64 = table.get(1).map_err(spi("reading id"))?.unwrap_or_default();
                 let version: i32 = table.get(2).map_err(spi("reading version"))?.unwrap_or(1);
                 let Some(raw) = table.get_datum_by_ordinal(3).map_err(spi("reading emb"))? else { continue };
                 // SAFETY: column 3 is `memories.emb`, of type `vector`.
                 let emb = unsafe { VectorDatum::from_datum(raw, crate::vector::Element::F32) }?;
-                let unit = vecmath::normalized(&emb.to_f32_vec());
+                let unit = emb.with_f32(&mut Vec::new(), vecmath::normalized);
                 let episodic: bool = table.get(4).map_err(spi("reading kind"))?.unwrap_or(false);
                 let object: Option<String> = table.get(5).map_err(spi("reading object"))?;
-                v.push(Known { id, version, episodic, object, unit });
+                let subject: Option<String> = table.get(6).map_err(spi("reading subject"))?;
+                let predicate: Option<String> = table.get(7).map_err(spi("reading predicate"))?;
+                found.push((id, RowState { version, active: true, key: subject.zip(predicate), content: None, object }));
+                v.push((Slot::Existing(id), episodic, unit));
+            }
+            // Rows this call already retired are no candidates.
+            v.retain(|(slot, _, _)| self.rows.get(slot).is_none_or(|r| r.active));
+            for (id, state) in found {
+                self.rows.entry(Slot::Existing(id)).or_insert(state);
+            }
+            for nr in self.new_rows.iter().enumerate().filter(|(_, n)| n.active) {
+                v.push((Slot::New(nr.0), nr.1.kind == "episodic", nr.1.unit.clone()));
             }
             self.known = Some(v);
         }
         Ok(self.known.as_mut().expect("loaded above"))
     }
 
-    fn forget_known(&mut self, id: i64) {
-        if let Some(k) = self.known.as_mut() {
-            k.retain(|m| m.id != id);
-        }
-    }
-
-    fn learn_known(&mut self, id: i64, version: i32, episodic: bool, object: Option<String>, unit: Vec<f32>) {
-        if let Some(k) = self.known.as_mut() {
-            k.push(Known { id, version, episodic, object, unit });
-        }
-    }
-
-    fn set_known_version(&mut self, id: i64, version: i32) {
-        if let Some(m) = self.known.as_mut().and_then(|k| k.iter_mut().find(|m| m.id == id)) {
-            m.version = version;
-        }
+    fn as_match(&self, slot: Slot, by: MatchKind) -> Option<(Slot, Match)> {
+        let r = self.rows.get(&slot)?;
+        let id = match slot {
+            Slot::Existing(id) => id,
+            Slot::New(i) => -(i as i64) - 1,
+        };
+        Some((slot, Match { id, version: r.version, object: r.object.clone(), by }))
     }
 
     /// The most similar active memory of the same kind at or above `threshold`.
-    fn similar(&mut self, unit: &[f32], episodic: bool, threshold: f64) -> Result<Option<Match>> {
+    fn similar(&mut self, unit: &[f32], episodic: bool, threshold: f64) -> Result<Option<(Slot, Match)>> {
         let known = self.known()?;
-        let same_kind: Vec<&Known> = known.iter().filter(|m| m.episodic == episodic).collect();
-        let best = most_similar(same_kind.iter().map(|m| vecmath::dot(unit, &m.unit)), threshold);
-        Ok(best.map(|(i, s)| Match {
-            id: same_kind[i].id,
-            version: same_kind[i].version,
-            object: same_kind[i].object.clone(),
-            by: MatchKind::Similarity(s),
-        }))
+        let same_kind: Vec<&(Slot, bool, Vec<f32>)> = known.iter().filter(|m| m.1 == episodic).collect();
+        let best = most_similar(same_kind.iter().map(|m| vecmath::dot(unit, &m.2)), threshold);
+        let found = best.map(|(i, s)| (same_kind[i].0, s));
+        Ok(found.and_then(|(slot, s)| self.as_match(slot, MatchKind::Similarity(s))))
     }
 
-    fn one_match(&mut self, sql: &str, args: &[pgrx::datum::DatumWithOid], by: MatchKind) -> Result<Option<Match>> {
-        let table = self.client.update(sql, None, args).map_err(spi("finding the same fact"))?;
-        let mut found = None;
-        for row in table {
-            found = Some(Match {
-                id: row.get(1).map_err(spi("reading id"))?.unwrap_or_default(),
-                version: row.get(2).map_err(spi("reading version"))?.unwrap_or(1),
-                object: row.get(3).map_err(spi("reading object"))?,
-                by,
-            });
+    /// Records a new row for `fact`; returns its slot.
+    fn add(&mut self, fact_index: usize, fact: &Fact, kind: &str, unit: Vec<f32>, version: i32) -> Slot {
+        let slot = Slot::New(self.new_rows.len());
+        let episodic = kind == "episodic";
+        let structured = fact.subject.is_some() && fact.predicate.is_some();
+        let state = RowState {
+            version,
+            active: true,
+            key: fact.subject.clone().zip(fact.predicate.clone()),
+            content: if structured { None } else { fact.content.clone().map(|c| (c, episodic)) },
+            object: fact.object.clone(),
+        };
+        if let Some(k) = self.known.as_mut() {
+            k.push((slot, episodic, unit.clone()));
         }
-        Ok(found)
+        self.new_rows.push(NewRow {
+            fact_index,
+            kind: kind.to_string(),
+            unit,
+            importance: fact.importance,
+            base_importance: fact
+                .importance
+                .unwrap_or_else(|| gucs::importance_rule().importance(fact.content.as_deref().unwrap_or_default()) as f32),
+            version,
+            active: true,
+            retired_reason: None,
+            superseded_by: None,
+        });
+        self.remember(slot, state);
+        slot
     }
 
-    /// Inserts the fact as a new memory; returns (id, version).
-    fn insert(&mut self, fact: &Fact, kind: &str, unit: &[f32], id: Option<i64>, version: Option<i32>) -> Result<(i64, i32)> {
-        let content = fact.content.clone().ok_or_else(|| {
-            MemoryError::null_value("content must not be NULL").hint("Pass the memory as text, as it is given to the model.")
-        })?;
-        // SAFETY: the datum is a fresh `vector`, passed with pgvector's type OID.
-        let emb = unsafe { pgrx::datum::DatumWithOid::new(new_vector_datum(unit), self.vector_oid) };
-        let args = [
-            id.into(),
-            self.user.clone().into(),
-            kind.to_string().into(),
-            text_arg(&fact.subject),
-            text_arg(&fact.predicate),
-            text_arg(&fact.object),
-            content.into(),
-            emb,
-            self.model.clone().into(),
-            fact.importance.into(),
-            fact.protected.into(),
-            text_arg(&fact.source),
-            fact.source_turn_id.into(),
-            text_arg(&fact.expires_at),
-            text_arg(&fact.valid_until),
-            fact.metadata.clone().map(JsonB).into(),
-            version.into(),
-        ];
-        let row = self.client.update(INSERT, None, &args).map_err(|e| insert_error(e, fact))?.first();
-        let id: i64 = row.get(1).map_err(spi("reading the new id"))?.unwrap_or_default();
-        let version: i32 = row.get(2).map_err(spi("reading the new version"))?.unwrap_or(1);
-        if self.dims.is_none() {
-            self.dims = Some(unit.len());
+    /// Retires a row; returns where its version will come from.
+    fn retire_slot(&mut self, slot: Slot, reason: &'static str, superseded_by: Option<Slot>) -> VersionOf {
+        let Some(state) = self.rows.get_mut(&slot) else { return VersionOf::Null };
+        state.active = false;
+        state.version += 1;
+        let (key, content, version) = (state.key.clone(), state.content.clone(), state.version);
+        if let Some(k) = key {
+            if self.by_key.get(&k) == Some(&slot) {
+                self.by_key.remove(&k);
+            }
         }
-        self.learn_known(id, version, kind == "episodic", fact.object.clone(), unit.to_vec());
-        Ok((id, version))
+        if let Some(c) = content {
+            if self.by_content.get(&c) == Some(&slot) {
+                self.by_content.remove(&c);
+            }
+        }
+        if let Some(k) = self.known.as_mut() {
+            k.retain(|m| m.0 != slot);
+        }
+        match slot {
+            Slot::Existing(id) => {
+                self.reinforce.remove(&id);
+                self.retire.push((id, version - 1, reason, superseded_by));
+                VersionOf::Existing(id)
+            }
+            Slot::New(i) => {
+                let row = &mut self.new_rows[i];
+                row.active = false;
+                row.retired_reason = Some(reason);
+                row.superseded_by = superseded_by;
+                row.version = version;
+                VersionOf::Fixed(version)
+            }
+        }
     }
 
-    /// Retires a memory; returns its new version.
-    fn retire(&mut self, old: &Match, reason: &str, superseded_by: Option<i64>) -> Result<i32> {
-        let table = self
-            .client
-            .update(RETIRE, None, &[old.id.into(), old.version.into(), reason.into(), superseded_by.into()])
-            .map_err(spi("retiring a memory"))?;
-        let version = first_value::<i32>(table).map_err(spi("retiring a memory"))?;
-        self.forget_known(old.id);
-        version.ok_or_else(|| conflict(&format!("memory {}", old.id)))
+    fn reinforce_slot(&mut self, slot: Slot) -> VersionOf {
+        match slot {
+            Slot::Existing(id) => {
+                let version = self.rows.get(&slot).map(|r| r.version).unwrap_or(1);
+                self.reinforce.entry(id).or_insert((version, 0)).1 += 1;
+                VersionOf::Existing(id)
+            }
+            Slot::New(i) => {
+                let row = &mut self.new_rows[i];
+                row.base_importance = (row.base_importance + 0.1).min(1.0);
+                row.importance = Some(row.base_importance);
+                VersionOf::Fixed(row.version)
+            }
+        }
     }
 
-    /// Raises a memory's importance by 0.1 and counts a hit; returns its new version.
-    fn reinforce(&mut self, old: &Match) -> Result<i32> {
-        let table = self
-            .client
-            .update(REINFORCE, None, &[old.id.into(), old.version.into()])
-            .map_err(spi("reinforcing a memory"))?;
-        let version = first_value::<i32>(table).map_err(spi("reinforcing a memory"))?;
-        let version = version.ok_or_else(|| conflict(&format!("memory {}", old.id)))?;
-        self.set_known_version(old.id, version);
-        Ok(version)
+    fn version_now(&self, slot: Slot) -> VersionOf {
+        match slot {
+            Slot::Existing(id) if !self.reinforce.contains_key(&id) => {
+                VersionOf::Fixed(self.rows.get(&slot).map(|r| r.version).unwrap_or(1))
+            }
+            Slot::Existing(id) => VersionOf::Existing(id),
+            Slot::New(i) => VersionOf::Fixed(self.new_rows[i].version),
+        }
     }
 
-    /// Supersedes `old` with a new memory holding the fact; returns (new id, new version).
-    fn supersede(&mut self, fact: &Fact, kind: &str, unit: &[f32], old: &Match) -> Result<(i64, i32)> {
-        let new_id: i64 = self
-            .client
-            .update(NEXT_ID, None, &[])
-            .map_err(spi("allocating an id"))?
-            .first()
-            .get_one::<i64>()
-            .map_err(spi("allocating an id"))?
-            .unwrap_or_default();
-        self.retire(old, "superseded", Some(new_id))?;
-        self.insert(fact, kind, unit, Some(new_id), Some(old.version + 1))
-    }
-
-    /// Reconciles one fact.
-    pub fn reconcile(&mut self, fact: &Fact) -> Result<Outcome> {
+    /// Decides one fact against the in-memory view.
+    fn decide_one(&mut self, index: usize, fact: &Fact) -> Result<Pending> {
         let structured = check_key(fact)?;
         let kind = fact.kind.clone().unwrap_or_else(|| "semantic".to_string());
         let episodic = check_kind(&kind)?;
@@ -314,21 +470,23 @@ impl<'a, 'c> Reconciler<'a, 'c> {
             let action = action.parse::<Action>().map_err(|e| {
                 MemoryError::invalid_parameter(e.to_string()).hint("Use one of ADD, UPDATE, DELETE, NONE, or leave action NULL to let reconcile decide.")
             })?;
-            return self.apply_decided(fact, action, &kind, unit.as_deref(), structured);
+            return self.decided(index, fact, action, &kind, unit, structured);
         }
         if fact.target_id.is_some() || fact.expected_version.is_some() {
             return Err(MemoryError::invalid_parameter("target_id and expected_version need an action")
                 .hint("Pass action => 'UPDATE', 'DELETE' or 'NONE' with them, or leave all three out."));
         }
 
-        // Find "the same fact".
         let mut found = None;
         if structured {
-            let args = [self.user.clone().into(), text_arg(&fact.subject), text_arg(&fact.predicate)];
-            found = self.one_match(BY_KEY, &args, MatchKind::Key)?;
+            let key = (fact.subject.clone().unwrap_or_default(), fact.predicate.clone().unwrap_or_default());
+            if let Some(&slot) = self.by_key.get(&key) {
+                found = self.as_match(slot, MatchKind::Key);
+            }
         } else if let Some(content) = &fact.content {
-            let args = [self.user.clone().into(), content.clone().into(), self.model.clone().into(), kind.clone().into()];
-            found = self.one_match(BY_CONTENT, &args, MatchKind::ContentHash)?;
+            if let Some(&slot) = self.by_content.get(&(content.clone(), episodic)) {
+                found = self.as_match(slot, MatchKind::ContentHash);
+            }
         }
         if found.is_none() {
             if let Some(u) = &unit {
@@ -336,99 +494,209 @@ impl<'a, 'c> Reconciler<'a, 'c> {
                 found = self.similar(u, episodic, threshold)?;
             }
         }
-
-        let need_emb = || {
-            MemoryError::null_value("emb must not be NULL when the fact is new or changed")
-                .hint("Pass the embedding of the fact's content.")
+        let (slot, m) = match found {
+            Some((s, m)) => (Some(s), Some(m)),
+            None => (None, None),
         };
-        match decide(structured, fact.object.as_deref(), fact.negate, found) {
+        let need_emb = || MemoryError::null_value("emb must not be NULL when the fact is new or changed").hint("Pass the embedding of the fact's content.");
+        let need_content = || MemoryError::null_value("content must not be NULL").hint("Pass the memory as text, as it is given to the model.");
+        Ok(match decide(structured, fact.object.as_deref(), fact.negate, m) {
             Decision::Add => {
                 let u = unit.ok_or_else(need_emb)?;
-                let (id, version) = self.insert(fact, &kind, &u, None, None)?;
-                Ok(Outcome { action: Action::Add, memory_id: Some(id), previous_id: None, version: Some(version) })
+                fact.content.as_ref().ok_or_else(need_content)?;
+                let new = self.add(index, fact, &kind, u, 1);
+                Pending { action: Action::Add, memory: Some(new), previous: None, version: VersionOf::Fixed(1) }
             }
             Decision::Update { old } => {
                 let u = unit.ok_or_else(need_emb)?;
-                let (id, version) = self.supersede(fact, &kind, &u, &old)?;
-                Ok(Outcome { action: Action::Update, memory_id: Some(id), previous_id: Some(old.id), version: Some(version) })
+                fact.content.as_ref().ok_or_else(need_content)?;
+                let old_slot = slot.expect("a match has a slot");
+                let version = old.version + 1;
+                let new_slot = Slot::New(self.new_rows.len());
+                self.retire_slot(old_slot, "superseded", Some(new_slot));
+                let new = self.add(index, fact, &kind, u, version);
+                Pending { action: Action::Update, memory: Some(new), previous: Some(old_slot), version: VersionOf::Fixed(version) }
             }
-            Decision::Delete { old } => {
-                let version = self.retire(&old, "deleted", None)?;
-                Ok(Outcome { action: Action::Delete, memory_id: Some(old.id), previous_id: None, version: Some(version) })
+            Decision::Delete { .. } => {
+                let old_slot = slot.expect("a match has a slot");
+                let version = self.retire_slot(old_slot, "deleted", None);
+                Pending { action: Action::Delete, memory: Some(old_slot), previous: None, version }
             }
-            Decision::Reinforce { old } => {
-                let version = self.reinforce(&old)?;
-                Ok(Outcome { action: Action::None, memory_id: Some(old.id), previous_id: None, version: Some(version) })
+            Decision::Reinforce { .. } => {
+                let old_slot = slot.expect("a match has a slot");
+                let version = self.reinforce_slot(old_slot);
+                Pending { action: Action::None, memory: Some(old_slot), previous: None, version }
             }
-            Decision::Unchanged { old } => Ok(Outcome {
-                action: Action::None,
-                memory_id: old.as_ref().map(|m| m.id),
-                previous_id: None,
-                version: old.map(|m| m.version),
-            }),
-        }
+            Decision::Unchanged { old } => match (slot, old) {
+                (Some(s), Some(_)) => Pending { action: Action::None, memory: Some(s), previous: None, version: self.version_now(s) },
+                _ => Pending { action: Action::None, memory: None, previous: None, version: VersionOf::Null },
+            },
+        })
     }
 
     /// Applies an action the caller decided, as a conditional update of `target_id` at
     /// `expected_version`. A stale version changes nothing and returns NONE with a NULL version.
-    fn apply_decided(&mut self, fact: &Fact, action: Action, kind: &str, unit: Option<&[f32]>, structured: bool) -> Result<Outcome> {
+    fn decided(&mut self, index: usize, fact: &Fact, action: Action, kind: &str, unit: Option<Vec<f32>>, structured: bool) -> Result<Pending> {
         let need_emb = || MemoryError::null_value(format!("emb must not be NULL for {action}")).hint("Pass the embedding of the fact's content.");
+        let need_content = || MemoryError::null_value("content must not be NULL").hint("Pass the memory as text, as it is given to the model.");
         if action == Action::Add {
             let u = unit.ok_or_else(need_emb)?;
+            fact.content.as_ref().ok_or_else(need_content)?;
             if structured {
-                let args = [self.user.clone().into(), text_arg(&fact.subject), text_arg(&fact.predicate)];
-                if let Some(m) = self.one_match(BY_KEY, &args, MatchKind::Key)? {
+                let key = (fact.subject.clone().unwrap_or_default(), fact.predicate.clone().unwrap_or_default());
+                if let Some(&slot) = self.by_key.get(&key) {
+                    let (what, version) = match slot {
+                        Slot::Existing(id) => (format!("memory {id}"), self.rows.get(&slot).map(|r| r.version).unwrap_or(1)),
+                        Slot::New(i) => (format!("fact {} of this call", self.new_rows[i].fact_index + 1), self.new_rows[i].version),
+                    };
                     return Err(MemoryError::new(
                         PgSqlErrorCode::ERRCODE_UNIQUE_VIOLATION,
-                        format!("the user already has an active fact for this subject and predicate: memory {}", m.id),
+                        format!("the user already has an active fact for this subject and predicate: {what}"),
                     )
-                    .hint(format!("Pass action => 'UPDATE', target_id => {}, expected_version => {}.", m.id, m.version)));
+                    .hint(match slot {
+                        Slot::Existing(id) => format!("Pass action => 'UPDATE', target_id => {id}, expected_version => {version}."),
+                        Slot::New(_) => "Pass action => 'UPDATE' for the later fact, or leave action NULL.".to_string(),
+                    }));
                 }
             }
-            let (id, version) = self.insert(fact, kind, u, None, None)?;
-            return Ok(Outcome { action, memory_id: Some(id), previous_id: None, version: Some(version) });
+            let new = self.add(index, fact, kind, u, 1);
+            return Ok(Pending { action, memory: Some(new), previous: None, version: VersionOf::Fixed(1) });
         }
         let target = fact.target_id.ok_or_else(|| {
             MemoryError::null_value(format!("target_id must not be NULL for {action}")).hint("Pass the id of the memory the action applies to.")
         })?;
-        let row = self.client.update(TARGET, None, &[target.into()]).map_err(spi("reading the target memory"))?;
-        let mut current: Option<(i32, bool, String, Option<String>)> = None;
-        for r in row {
-            current = Some((
-                r.get(2).map_err(spi("reading version"))?.unwrap_or(1),
-                r.get(3).map_err(spi("reading active"))?.unwrap_or(false),
-                r.get(4).map_err(spi("reading user_id"))?.unwrap_or_default(),
-                r.get(5).map_err(spi("reading object"))?,
-            ));
-        }
-        let (version, active, _owner, object) = match current {
-            Some(c) if c.2 == self.user => c,
-            _ => {
-                return Err(MemoryError::new(
-                    PgSqlErrorCode::ERRCODE_NO_DATA_FOUND,
-                    format!("memory {target} of user \"{}\" does not exist", self.user),
-                )
-                .hint("Pass the id of one of this user's memories."))
-            }
+        let slot = Slot::Existing(target);
+        let Some(state) = self.rows.get(&slot) else {
+            return Err(MemoryError::new(PgSqlErrorCode::ERRCODE_NO_DATA_FOUND, format!("memory {target} of user \"{}\" does not exist", self.user))
+                .hint("Pass the id of one of this user's memories."));
         };
+        let (version, active) = (state.version, state.active);
         if action == Action::None {
-            return Ok(Outcome { action, memory_id: Some(target), previous_id: None, version: Some(version) });
+            return Ok(Pending { action, memory: Some(slot), previous: None, version: self.version_now(slot) });
         }
         let expected = fact.expected_version.ok_or_else(|| {
             MemoryError::null_value(format!("expected_version must not be NULL for {action}"))
                 .hint("Pass the version the decision was based on, so that a concurrent change is detected.")
         })?;
-        if !active || version != expected {
-            return Ok(Outcome { action: Action::None, memory_id: Some(target), previous_id: None, version: None });
+        if !active || version != expected || self.reinforce.contains_key(&target) {
+            return Ok(Pending { action: Action::None, memory: Some(slot), previous: None, version: VersionOf::Null });
         }
-        let old = Match { id: target, version, object, by: MatchKind::Key };
         if action == Action::Delete {
-            let v = self.retire(&old, "deleted", None)?;
-            return Ok(Outcome { action, memory_id: Some(target), previous_id: None, version: Some(v) });
+            let v = self.retire_slot(slot, "deleted", None);
+            return Ok(Pending { action, memory: Some(slot), previous: None, version: v });
         }
         let u = unit.ok_or_else(need_emb)?;
-        let (id, v) = self.supersede(fact, kind, u, &old)?;
-        Ok(Outcome { action, memory_id: Some(id), previous_id: Some(target), version: Some(v) })
+        fact.content.as_ref().ok_or_else(need_content)?;
+        let new_slot = Slot::New(self.new_rows.len());
+        self.retire_slot(slot, "superseded", Some(new_slot));
+        let new = self.add(index, fact, kind, u, version + 1);
+        Ok(Pending { action, memory: Some(new), previous: Some(slot), version: VersionOf::Fixed(version + 1) })
+    }
+
+    /// Writes every decision: retirements, reinforcements, then the new rows.
+    fn write(&mut self, facts: &[Fact]) -> Result<(Vec<i64>, HashMap<i64, i32>)> {
+        let n_new = self.new_rows.len() as i64;
+        let ids: Vec<i64> = if n_new == 0 {
+            Vec::new()
+        } else {
+            crate::plans::run(self.client, NEXT_IDS, &[n_new.into()])
+                .map_err(spi("allocating ids"))?
+                .map(|r| r.get::<i64>(1).ok().flatten().unwrap_or_default())
+                .collect()
+        };
+        let id_of = |slot: Option<Slot>| -> Option<i64> {
+            match slot? {
+                Slot::Existing(id) => Some(id),
+                Slot::New(i) => ids.get(i).copied(),
+            }
+        };
+        let mut versions: HashMap<i64, i32> = HashMap::new();
+        if !self.retire.is_empty() {
+            let args = [
+                self.retire.iter().map(|r| r.0).collect::<Vec<i64>>().into(),
+                self.retire.iter().map(|r| r.1).collect::<Vec<i32>>().into(),
+                self.retire.iter().map(|r| Some(r.2.to_string())).collect::<Vec<Option<String>>>().into(),
+                self.retire.iter().map(|r| id_of(r.3)).collect::<Vec<Option<i64>>>().into(),
+            ];
+            let table = crate::plans::run(self.client, RETIRE_MANY, &args).map_err(spi("retiring memories"))?;
+            for r in table {
+                versions.insert(r.get(1).map_err(spi("reading id"))?.unwrap_or_default(), r.get(2).map_err(spi("reading version"))?.unwrap_or(1));
+            }
+            if versions.len() != self.retire.len() {
+                return Err(conflict());
+            }
+        }
+        if !self.reinforce.is_empty() {
+            let items: Vec<(i64, i32, i32)> = self.reinforce.iter().map(|(id, (v, n))| (*id, *v, *n)).collect();
+            let args = [
+                items.iter().map(|r| r.0).collect::<Vec<i64>>().into(),
+                items.iter().map(|r| r.1).collect::<Vec<i32>>().into(),
+                items.iter().map(|r| r.2).collect::<Vec<i32>>().into(),
+            ];
+            let table = crate::plans::run(self.client, REINFORCE_MANY, &args).map_err(spi("reinforcing memories"))?;
+            let mut n = 0;
+            for r in table {
+                versions.insert(r.get(1).map_err(spi("reading id"))?.unwrap_or_default(), r.get(2).map_err(spi("reading version"))?.unwrap_or(1));
+                n += 1;
+            }
+            if n != items.len() {
+                return Err(conflict());
+            }
+        }
+        if !self.new_rows.is_empty() {
+            let rows = &self.new_rows;
+            let f = |r: &NewRow| &facts[r.fact_index];
+            let args = [
+                self.user.clone().into(),
+                self.model.clone().into(),
+                ids.clone().into(),
+                rows.iter().map(|r| Some(r.kind.clone())).collect::<Vec<Option<String>>>().into(),
+                rows.iter().map(|r| f(r).subject.clone()).collect::<Vec<Option<String>>>().into(),
+                rows.iter().map(|r| f(r).predicate.clone()).collect::<Vec<Option<String>>>().into(),
+                rows.iter().map(|r| f(r).object.clone()).collect::<Vec<Option<String>>>().into(),
+                rows.iter().map(|r| f(r).content.clone()).collect::<Vec<Option<String>>>().into(),
+                new_vector_array(&rows.iter().map(|r| r.unit.clone()).collect::<Vec<_>>())?,
+                rows.iter().map(|r| r.importance).collect::<Vec<Option<f32>>>().into(),
+                rows.iter().map(|r| f(r).protected).collect::<Vec<Option<bool>>>().into(),
+                rows.iter().map(|r| f(r).source.clone()).collect::<Vec<Option<String>>>().into(),
+                rows.iter().map(|r| f(r).source_turn_id).collect::<Vec<Option<i64>>>().into(),
+                rows.iter().map(|r| f(r).expires_at.clone()).collect::<Vec<Option<String>>>().into(),
+                rows.iter().map(|r| f(r).valid_until.clone()).collect::<Vec<Option<String>>>().into(),
+                rows.iter().map(|r| f(r).metadata.clone().map(JsonB)).collect::<Vec<Option<JsonB>>>().into(),
+                rows.iter().map(|r| r.version).collect::<Vec<i32>>().into(),
+                rows.iter().map(|r| r.active).collect::<Vec<bool>>().into(),
+                rows.iter().map(|r| r.retired_reason.map(str::to_string)).collect::<Vec<Option<String>>>().into(),
+                rows.iter().map(|r| id_of(r.superseded_by)).collect::<Vec<Option<i64>>>().into(),
+            ];
+            crate::plans::run(self.client, INSERT_MANY, &args).map_err(spi("writing the memories"))?;
+        }
+        Ok((ids, versions))
+    }
+
+    /// Reconciles `facts` in order; returns one outcome per fact.
+    pub fn reconcile(&mut self, facts: &[Fact]) -> Result<Vec<Outcome>> {
+        self.load(facts)?;
+        let pending: Vec<Pending> = facts.iter().enumerate().map(|(i, f)| self.decide_one(i, f)).collect::<Result<_>>()?;
+        let (ids, versions) = self.write(facts)?;
+        let id_of = |slot: Option<Slot>| -> Option<i64> {
+            match slot? {
+                Slot::Existing(id) => Some(id),
+                Slot::New(i) => ids.get(i).copied(),
+            }
+        };
+        Ok(pending
+            .into_iter()
+            .map(|p| Outcome {
+                action: p.action,
+                memory_id: id_of(p.memory),
+                previous_id: id_of(p.previous),
+                version: match p.version {
+                    VersionOf::Fixed(v) => Some(v),
+                    VersionOf::Existing(id) => versions.get(&id).copied().or_else(|| self.rows.get(&Slot::Existing(id)).map(|r| r.version)),
+                    VersionOf::Null => None,
+                },
+            })
+            .collect())
     }
 }
 
@@ -463,18 +731,13 @@ fn check_key(fact: &Fact) -> Result<bool> {
     }
 }
 
-/// Names the constraint a failed insert broke in terms of the call.
-fn insert_error(e: pgrx::spi::SpiError, _fact: &Fact) -> MemoryError {
-    spi("writing the memory")(e)
-}
-
 /// The facts of a call, reconciled in order; returns one outcome per fact.
 pub fn reconcile_all(user_id: Option<&str>, model: Option<&str>, facts: &[Fact]) -> Result<Vec<Outcome>> {
     let user = check_user(user_id)?.to_string();
     let model = resolve_model(model)?;
     Spi::connect_mut(|client| {
         let mut r = Reconciler::new(client, &user, &model)?;
-        facts.iter().map(|f| r.reconcile(f)).collect()
+        r.reconcile(facts)
     })
 }
 
@@ -560,38 +823,80 @@ memory_reconcile_for!(
     &str
 );
 
-/// Reconciles many facts of one user in one call, in order: a JSON array of objects with the
-/// keys subject, predicate, object, content, emb (an array of numbers), kind, importance,
-/// protected, negate, source, source_turn_id, expires_at, valid_until, metadata, action,
-/// target_id, expected_version. Returns one row per fact, in input order, numbered from 1.
-#[pg_extern(volatile, parallel_unsafe)]
-fn memory_reconcile_batch(
-    user_id: Option<&str>,
-    facts: Option<JsonB>,
-    model: default!(Option<&str>, "NULL"),
-) -> TableIterator<
-    'static,
-    (
-        name!(ordinal, i32),
-        name!(action, String),
-        name!(memory_id, Option<i64>),
-        name!(previous_id, Option<i64>),
-        name!(version, Option<i32>),
-    ),
-> {
-    let facts = facts
-        .ok_or_else(|| MemoryError::null_value("facts must not be NULL").hint("Pass a JSON array of fact objects."))
-        .or_raise();
-    let facts: Vec<Fact> = serde_json::from_value(facts.0)
-        .map_err(|e| {
-            MemoryError::new(PgSqlErrorCode::ERRCODE_INVALID_TEXT_REPRESENTATION, format!("facts: {e}"))
-                .hint("Pass a JSON array of objects such as {\"subject\": \"user\", \"predicate\": \"editor\", \"object\": \"neovim\", \"content\": \"Prefers neovim\", \"emb\": [0.1, 0.2]}.")
-        })
-        .or_raise();
-    let out = reconcile_all(user_id, model, &facts).or_raise();
-    TableIterator::new(
-        out.into_iter()
-            .enumerate()
-            .map(|(i, o)| (i as i32 + 1, o.action.name().to_string(), o.memory_id, o.previous_id, o.version)),
+/// Parses a batch of facts from JSON text.
+fn parse_facts(text: &str) -> Result<Vec<Fact>> {
+    serde_json::from_str(text).map_err(bad_facts)
+}
+
+fn bad_facts(e: serde_json::Error) -> MemoryError {
+    MemoryError::new(PgSqlErrorCode::ERRCODE_INVALID_TEXT_REPRESENTATION, format!("facts: {e}")).hint(
+        "Pass a JSON array of objects such as {\"subject\": \"user\", \"predicate\": \"editor\", \"object\": \"neovim\", \"content\": \"Prefers neovim\", \"emb\": [0.1, 0.2]}.",
     )
 }
+
+fn facts_null() -> MemoryError {
+    MemoryError::null_value("facts must not be NULL").hint("Pass a JSON array of fact objects.")
+}
+
+type BatchRow = (i32, String, Option<i64>, Option<i64>, Option<i32>);
+
+fn batch_rows(user_id: Option<&str>, model: Option<&str>, facts: Result<Vec<Fact>>) -> Vec<BatchRow> {
+    let facts = facts.or_raise();
+    reconcile_all(user_id, model, &facts)
+        .or_raise()
+        .into_iter()
+        .enumerate()
+        .map(|(i, o)| (i as i32 + 1, o.action.name().to_string(), o.memory_id, o.previous_id, o.version))
+        .collect()
+}
+
+/// Defines one SQL overload of `memory_reconcile_batch` for a type of JSON input.
+macro_rules! memory_reconcile_batch_for {
+    ($(#[$doc:meta])* $rust_name:ident, $facts:ty, $parse:expr) => {
+        $(#[$doc])*
+        #[pg_extern(volatile, parallel_unsafe, name = "memory_reconcile_batch")]
+        fn $rust_name(
+            user_id: Option<&str>,
+            facts: Option<$facts>,
+            model: default!(Option<&str>, "NULL"),
+        ) -> TableIterator<
+            'static,
+            (
+                name!(ordinal, i32),
+                name!(action, String),
+                name!(memory_id, Option<i64>),
+                name!(previous_id, Option<i64>),
+                name!(version, Option<i32>),
+            ),
+        > {
+            let parse: fn($facts) -> Result<Vec<Fact>> = $parse;
+            let facts = facts.ok_or_else(facts_null).and_then(parse);
+            TableIterator::new(batch_rows(user_id, model, facts))
+        }
+    };
+}
+
+memory_reconcile_batch_for!(
+    /// Reconciles many facts of one user in one call, in order: a JSON array of objects with the
+    /// keys subject, predicate, object, content, emb (an array of numbers), kind, importance,
+    /// protected, negate, source, source_turn_id, expires_at, valid_until, metadata, action,
+    /// target_id, expected_version. Returns one row per fact, in input order, numbered from 1.
+    /// All facts are decided first, then written in at most three statements.
+    memory_reconcile_batch,
+    JsonB,
+    |j| serde_json::from_value(j.0).map_err(bad_facts)
+);
+
+memory_reconcile_batch_for!(
+    /// `memory_reconcile_batch` for `json` input: parsed once, the fastest form for large batches.
+    memory_reconcile_batch_json,
+    crate::json::JsonText,
+    |j| parse_facts(&j.0)
+);
+
+memory_reconcile_batch_for!(
+    /// `memory_reconcile_batch` for JSON given as text (an untyped literal or parameter).
+    memory_reconcile_batch_text,
+    &str,
+    |t| parse_facts(t)
+);

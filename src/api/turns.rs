@@ -38,7 +38,7 @@ fn record(
         metadata.into(),
     ];
     Spi::connect_mut(|c| {
-        c.update(INSERT, None, &args)
+        crate::plans::run(c, INSERT, &args)
             .map_err(spi("recording the turn"))?
             .first()
             .get_one::<i64>()

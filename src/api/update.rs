@@ -69,13 +69,13 @@ pub fn update(id: Option<i64>, expected_version: Option<i32>, c: Changes) -> Res
             c.valid_until.map(|t| t.to_string()).into(),
             c.protected.into(),
         ];
-        let updated = first_value::<i32>(client.update(UPDATE, None, &args).map_err(spi("updating the memory"))?)
+        let updated = first_value::<i32>(crate::plans::run(client, UPDATE, &args).map_err(spi("updating the memory"))?)
             .map_err(spi("updating the memory"))?;
         if updated.is_some() {
             return Ok(updated);
         }
         // Nothing matched: a stale version (NULL), a retired memory or no memory (errors).
-        let state = client.select(STATE, None, &[id.into()]).map_err(spi("reading the memory"))?;
+        let state = crate::plans::run(client, STATE, &[id.into()]).map_err(spi("reading the memory"))?;
         let state = if state.is_empty() { None } else { state.first().get_two::<i32, bool>().ok() };
         let (version, active) = match state {
             Some((Some(v), Some(a))) => (v, a),

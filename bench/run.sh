@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Runs agent_memory's benchmarks against a local server with the release build preloaded.
+#   bench/run.sh write     write path: reconcile latency, batch throughput, COPY vs INSERT
+# Figures are printed and written under target/agent_memory/.
+source "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib.sh"
+which="${1:-write}"
+bash "$ROOT/scripts/setup.sh" >/dev/null
+cd "$ROOT"
+install_extension
+PORT="${AGENT_MEMORY_BENCH_PORT:-28817}"
+DATA="$(server_dir bench)/data"
+SOCK="$(server_dir bench-socket)"
+trap 'stop_server "$DATA"' EXIT
+start_server "$DATA" "$SOCK" "$PORT" "shared_buffers = '1GB'" "max_wal_size = '4GB'"
+say "Benchmark: $which (PostgreSQL $(pg_major), $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB)"
+cargo build --release -p agent_memory_bench --bin "$which" 2>&1 | tail -1
+AGENT_MEMORY_TEST_HOST="$SOCK" AGENT_MEMORY_TEST_PORT="$PORT" BENCH_OUT="$ROOT/target/agent_memory/bench-$which.md" \
+  "$ROOT/target/release/$which"

@@ -1,0 +1,29 @@
+//! A `json` argument read as its text, so serde parses it once, without PostgreSQL converting
+//! every number to `numeric` first (as `jsonb` input does).
+
+use pgrx::callconv::{Arg, ArgAbi};
+use pgrx::{impl_sql_translatable, pg_sys, FromDatum};
+
+/// The text of a `json` value.
+pub struct JsonText(pub String);
+
+impl FromDatum for JsonText {
+    unsafe fn from_polymorphic_datum(datum: pg_sys::Datum, is_null: bool, typoid: pg_sys::Oid) -> Option<Self> {
+        // SAFETY: `json` is stored as text, so its datum reads as a `text` datum.
+        unsafe { String::from_polymorphic_datum(datum, is_null, typoid) }.map(JsonText)
+    }
+}
+
+// SAFETY: unboxed through `FromDatum`, as pgrx does for `String`.
+unsafe impl<'fcx> ArgAbi<'fcx> for JsonText {
+    unsafe fn unbox_arg_unchecked(arg: Arg<'_, 'fcx>) -> Self {
+        let index = arg.index();
+        unsafe { arg.unbox_arg_using_from_datum() }.unwrap_or_else(|| panic!("argument {index} must not be null"))
+    }
+
+    unsafe fn unbox_nullable_arg(arg: Arg<'_, 'fcx>) -> pgrx::nullable::Nullable<Self> {
+        unsafe { arg.unbox_arg_using_from_datum::<Self>() }.into()
+    }
+}
+
+impl_sql_translatable!(JsonText, "json");
