@@ -84,3 +84,34 @@ SELECT content FROM agent_memory.memory_recall('user-07', '[1,0,0,0]'::vector, 2
 \echo 'SELECT * FROM agent_memory.memory_recall(''user-07'', $q, 6, model => ''demo-4d'', touch => false);  -- an export'
 SELECT count(*) AS exported FROM agent_memory.memory_recall('user-07', '[1,0,0,0]'::vector, 6, model => 'demo-4d', touch => false);
 SELECT content, hit_count FROM agent_memory.memories WHERE user_id = 'user-07' AND embedding_model = 'demo-4d' ORDER BY id;
+
+\echo
+\echo '=== 6. Writing: reconciliation turns each candidate fact into ADD, UPDATE, DELETE or NONE ==='
+\echo 'Eight facts extracted from ada''s conversations, in order:'
+CREATE TEMP TABLE rounds (round int, subject text, predicate text, object text, content text, emb text, negate boolean);
+INSERT INTO rounds VALUES
+ (1, 'user', 'editor',       'vim',              'Uses vim as editor',                    '[1,0,0,0]',     false),
+ (2, 'user', 'answer_style', 'conclusion first', 'Wants the conclusion first in answers', '[0,1,0,0]',     false),
+ (3, 'user', 'editor',       'vim',              'Uses vim as editor',                    '[1,0,0,0]',     false),
+ (4, 'user', 'editor',       'neovim',           'Prefers neovim as editor',              '[0.9,0.1,0,0]', false),
+ (5, 'user', 'theme',        'dark',             'Uses a dark theme',                     '[0,0,1,0]',     false),
+ (6, 'user', 'theme',        NULL,               'No longer uses a dark theme',           '[0,0,1,0]',     true),
+ (7, 'user', 'os',           'Ubuntu',           'Runs Ubuntu',                           '[0,0,0,1]',     false),
+ (8, 'user', 'editor',       'neovim',           'Prefers neovim as editor',              '[0.9,0.1,0,0]', false);
+SELECT r.round, r.predicate, coalesce(r.object, '(no longer)') AS object, x.action, x.memory_id, x.previous_id, x.version
+  FROM rounds r,
+       LATERAL agent_memory.memory_reconcile('ada', r.subject, r.predicate, r.object, r.content, r.emb::vector,
+                                             model => 'demo-4d', negate => r.negate) x
+ ORDER BY r.round;
+\echo 'Afterwards: 5 rows, 3 active; retired rows stay, with the reason and what replaced them.'
+SELECT id, predicate, object, active, retired_reason, superseded_by, version, importance
+  FROM agent_memory.memories WHERE user_id = 'ada' ORDER BY id;
+
+\echo
+\echo '=== 7. Two writers, one version: nothing is overwritten silently ==='
+SELECT id AS os_id, version AS os_version FROM agent_memory.memories
+ WHERE user_id = 'ada' AND predicate = 'os' \gset
+\echo 'Both read version' :os_version '; the first write wins, the second learns of the conflict (NULL):'
+SELECT agent_memory.memory_update(:os_id, :os_version, object => 'Debian', content => 'Runs Debian') AS first_writer,
+       agent_memory.memory_update(:os_id, :os_version, object => 'Fedora', content => 'Runs Fedora') AS second_writer;
+SELECT object, content, version FROM agent_memory.memories WHERE id = :os_id;
