@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs agent_memory's benchmarks against a local server with the release build preloaded.
 #   bench/run.sh write     write path: reconcile latency, batch throughput, COPY vs INSERT
+#   bench/run.sh recall    recall: memory_recall vs reference SQL vs plain HNSW vs exact ranking
 # Figures are printed and written under target/agent_memory/.
 source "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib.sh"
 which="${1:-write}"

@@ -48,6 +48,12 @@ CREATE TABLE agent_memory.memories (
     CHECK (NOT (protected AND NOT active AND retired_reason IN ('expired', 'evicted')))
 );
 
+-- Keep embeddings in the row: a 512-dimension vector is 2,056 bytes, just over the default
+-- 2,032-byte TOAST threshold, and an out-of-line embedding costs recall a TOAST index lookup per
+-- candidate. With the threshold at its maximum, rows up to 8,160 bytes (embeddings up to about
+-- 1,950 dimensions) stay in the heap page uncompressed; larger ones still move out of line.
+ALTER TABLE agent_memory.memories SET (toast_tuple_target = 8160);
+
 COMMENT ON TABLE agent_memory.memories IS 'Long-term memories of agents'' users: facts (semantic) and episodes (episodic).';
 COMMENT ON COLUMN agent_memory.memories.id IS 'Primary key; also the tie-breaker of recall (newer first).';
 COMMENT ON COLUMN agent_memory.memories.user_id IS 'The user the memory belongs to; every query is scoped by it.';

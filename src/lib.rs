@@ -4,7 +4,8 @@
 //! * [`vector`]: pgvector's `vector` / `halfvec` datums (all of the `unsafe`);
 //! * [`gucs`]: every `agent_memory.*` setting;
 //! * [`error`]: every error, with its SQLSTATE and hint;
-//! * [`plans`]: prepared statements kept for the life of the backend.
+//! * [`plans`]: prepared statements kept for the life of the backend;
+//! * [`scan`]: the direct index scan recall reads its candidates with.
 //!
 //! The algorithms (decay, scoring, top-k, vector math) live in the `agent_memory_core` crate,
 //! with no PostgreSQL dependency.
@@ -16,6 +17,7 @@ pub mod error;
 pub mod gucs;
 pub mod json;
 pub mod plans;
+pub mod scan;
 pub mod vector;
 
 ::pgrx::pg_module_magic!(name, version);

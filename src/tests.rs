@@ -153,3 +153,28 @@ fn text_queries_are_parsed_as_vectors() {
     assert_eq!(ids("'[0.5,0.1,0,0,0,0,0,0.2]'"), ids("'[0.5,0.1,0,0,0,0,0,0.2]'::vector"));
     assert_eq!(ids("'[0.5,0.1,0,0,0,0,0,0.2]'::text").len(), 5);
 }
+
+#[pg_test]
+fn kinds_filter_and_validity_are_applied_by_the_scan() {
+    seed("hana", 30, "m8");
+    Spi::run("UPDATE agent_memory.memories SET kind = 'episodic' WHERE user_id = 'hana' AND content IN ('memory 1', 'memory 2', 'memory 3', 'memory 4')").unwrap();
+    Spi::run("UPDATE agent_memory.memories SET valid_until = now() - interval '1 hour' WHERE user_id = 'hana' AND content = 'memory 4'").unwrap();
+    let q = "'[1,2,3,4,5,6,7,8]'::vector";
+    let kinds = |sql_kinds: &str| -> Vec<String> {
+        Spi::connect(|c| {
+            c.select(
+                &format!("SELECT kind FROM agent_memory.memory_recall('hana', {q}, 100, model => 'm8', kinds => {sql_kinds}, touch => false)"),
+                None,
+                &[],
+            )
+            .unwrap()
+            .map(|r| r.get::<String>(1).unwrap().unwrap())
+            .collect()
+        })
+    };
+    // Memory 4 is episodic but no longer valid.
+    assert_eq!(kinds("ARRAY['episodic']"), vec!["episodic"; 3]);
+    assert_eq!(kinds("ARRAY['semantic']").len(), 26);
+    assert_eq!(kinds("NULL").len(), 29);
+    assert_eq!(kinds("ARRAY['semantic', 'episodic']").len(), 29);
+}

@@ -40,16 +40,6 @@ pub struct Recalled {
     pub created_at: Option<TimestampWithTimeZone>,
 }
 
-const CANDIDATES: &str = "\
-SELECT m.id, m.emb, \
-       extract(epoch FROM (now() - m.last_hit_at))::float8 / 3600.0 AS age_hours, \
-       m.importance, m.kind = 'episodic' AS episodic \
-  FROM agent_memory.memories m \
- WHERE m.user_id = $1 AND m.embedding_model = $2 AND m.active \
-   AND (m.expires_at IS NULL OR m.expires_at > now()) \
-   AND (m.valid_until IS NULL OR m.valid_until > now()) \
-   AND ($3::text[] IS NULL OR m.kind = ANY ($3::text[]))";
-
 const DETAILS: &str = "\
 SELECT m.id, m.content, m.kind, m.subject, m.predicate, m.object, m.importance, m.created_at \
   FROM agent_memory.memories m WHERE m.id = ANY ($1)";
@@ -136,29 +126,23 @@ pub fn recall(user_id: Option<&str>, query: Option<&VectorDatum>, opts: RecallOp
         }
         let mut top = TopK::new(k);
         let mut scratch = Vec::new();
-        {
-            let mut table = crate::plans::run(client, CANDIDATES, &[user.into(), model.clone().into(), kinds.into()])
-                .map_err(spi("reading the candidates"))?;
-            while table.next().is_some() {
-                let id: i64 = table.get(1).map_err(spi("reading id"))?.unwrap_or_default();
-                let Some(raw) = table.get_datum_by_ordinal(2).map_err(spi("reading emb"))? else { continue };
-                // SAFETY: column 2 is `memories.emb`, of type `vector`.
-                let emb = unsafe { VectorDatum::from_datum(raw, Element::F32) }?;
-                if emb.dims() != q.len() {
-                    return Err(dimension_mismatch(q.len(), &model, emb.dims()));
-                }
-                let similarity = emb.with_f32(&mut scratch, |x| vecmath::cosine_with_unit(&q, x));
-                if similarity < min_similarity {
-                    continue;
-                }
-                let age_hours: f64 = table.get(3).map_err(spi("reading age"))?.unwrap_or(0.0);
-                let importance: f32 = table.get(4).map_err(spi("reading importance"))?.unwrap_or(0.0);
-                let episodic: bool = table.get(5).map_err(spi("reading kind"))?.unwrap_or(false);
-                let floor = if episodic { floor_episodic } else { floor_semantic };
-                let score = scorer.score(similarity, age_hours, importance as f64, floor);
-                top.push(Ranked { id, score, similarity });
+        // SAFETY: reads the start time of the transaction, which is what now() returns.
+        let now = unsafe { pgrx::pg_sys::GetCurrentTransactionStartTimestamp() };
+        crate::scan::for_each_candidate(&user, &model, kinds.as_deref(), now, |c| {
+            // SAFETY: the datum is `memories.emb`, of type `vector`, valid during the callback.
+            let emb = unsafe { VectorDatum::from_datum(c.emb, Element::F32) }?;
+            if emb.dims() != q.len() {
+                return Err(dimension_mismatch(q.len(), &model, emb.dims()));
             }
-        }
+            let similarity = emb.with_f32(&mut scratch, |x| vecmath::cosine_with_unit(&q, x));
+            if similarity >= min_similarity {
+                let age_hours = (now - c.last_hit) as f64 / 3_600_000_000.0;
+                let floor = if c.episodic { floor_episodic } else { floor_semantic };
+                let score = scorer.score(similarity, age_hours, c.importance as f64, floor);
+                top.push(Ranked { id: c.id, score, similarity });
+            }
+            Ok(())
+        })?;
         let ranked = top.into_sorted();
         if ranked.is_empty() {
             return Ok(Vec::new());

@@ -1,0 +1,256 @@
+//! Recall benchmark: memory_recall (A) against the reference SQL (B), the plain filtered HNSW
+//! query (C, iterative scan off and on) and an exact ranking computed in the client (D, the
+//! ground truth), on the same generated data in the same run. Prints p50 / p95 latency, rows
+//! returned and recall@k per method, and writes the table. Run through `bench/run.sh recall`.
+//!
+//! Sizes can be scaled down for a quick look with BENCH_SCALE (default 1.0).
+
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+
+use agent_memory_bench::{centers, clustered, percentile_ms, table};
+use agent_memory_tests::{connect, fresh_db, Rng};
+use pgvector::Vector;
+use postgres::binary_copy::BinaryCopyInWriter;
+use postgres::types::Type;
+use postgres::Client;
+
+const K: i64 = 10;
+
+struct Set {
+    db: &'static str,
+    model: &'static str,
+    dims: usize,
+    /// (user prefix, users, memories per user)
+    users: Vec<(String, usize, usize)>,
+    hnsw: bool,
+}
+
+fn scaled(n: usize) -> usize {
+    let s: f64 = std::env::var("BENCH_SCALE").ok().and_then(|v| v.parse().ok()).unwrap_or(1.0);
+    ((n as f64 * s).round() as usize).max(1)
+}
+
+/// Loads a data set by binary COPY; returns the load time.
+fn load(c: &mut Client, set: &Set, seed: u64) -> Duration {
+    let vtype: Type = c.prepare("SELECT $1::vector").unwrap().params()[0].clone();
+    let mut rng = Rng(seed);
+    let cs = centers(&mut rng, 200, set.dims);
+    let t = Instant::now();
+    let sink = c
+        .copy_in("COPY agent_memory.memories (user_id, kind, content, emb, embedding_model, importance, last_hit_at) FROM STDIN BINARY")
+        .unwrap();
+    let types = [Type::TEXT, Type::TEXT, Type::TEXT, vtype, Type::TEXT, Type::FLOAT4, Type::TIMESTAMPTZ];
+    let mut w = BinaryCopyInWriter::new(sink, &types);
+    let now = std::time::SystemTime::now();
+    for (prefix, users, per_user) in &set.users {
+        for u in 0..*users {
+            let user = format!("{prefix}{u:04}");
+            for i in 0..*per_user {
+                let emb = Vector::from(clustered(&mut rng, &cs, 0.8));
+                let importance = (rng.next_u64() % 101) as f32 / 100.0;
+                let age = Duration::from_secs(rng.next_u64() % (90 * 24 * 3600));
+                let kind = if i % 3 == 0 { "episodic" } else { "semantic" };
+                w.write(&[&user, &kind, &format!("memory {i} of {user}"), &emb, &set.model, &importance, &(now - age)]).unwrap();
+            }
+        }
+    }
+    w.finish().unwrap();
+    c.batch_execute("ANALYZE agent_memory.memories").unwrap();
+    t.elapsed()
+}
+
+/// The exact top k by the reference score, computed here from the raw rows (the ground truth).
+fn ground_truth(c: &mut Client, user: &str, model: &str, q: &[f32]) -> (Vec<i64>, usize) {
+    let rows = c
+        .query(
+            "SELECT id, emb, importance, extract(epoch FROM now() - last_hit_at)::float8 / 3600, kind = 'episodic' \
+               FROM agent_memory.memories WHERE user_id = $1 AND embedding_model = $2 AND active",
+            &[&user, &model],
+        )
+        .unwrap();
+    let qn: f64 = q.iter().map(|x| (*x as f64).powi(2)).sum::<f64>().sqrt();
+    let mut scored: Vec<(f64, i64)> = rows
+        .iter()
+        .map(|r| {
+            let emb: Vector = r.get(1);
+            let e = emb.as_slice();
+            let dot: f64 = e.iter().zip(q).map(|(a, b)| *a as f64 * *b as f64).sum();
+            let en: f64 = e.iter().map(|x| (*x as f64).powi(2)).sum::<f64>().sqrt();
+            let sim = dot / (qn * en);
+            let importance: f32 = r.get(2);
+            let hours: f64 = r.get(3);
+            let floor = if r.get::<_, bool>(4) { 0.4 } else { 0.0 };
+            let decay = floor + (1.0 - floor) * 0.995f64.powf(hours.max(0.0));
+            (sim * decay * (0.8 + 0.4 * importance as f64), r.get(0))
+        })
+        .collect();
+    scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(b.1.cmp(&a.1)));
+    (scored.iter().take(K as usize).map(|s| s.1).collect(), rows.len())
+}
+
+struct Measured {
+    lat: Vec<Duration>,
+    rows: Vec<usize>,
+    recall: Vec<f64>,
+}
+
+fn measure(c: &mut Client, sql: &str, setup: &str, queries: &[(String, Vec<f32>, Vec<i64>)], reps: usize) -> Measured {
+    c.batch_execute(setup).unwrap();
+    let stmt = c.prepare(sql).unwrap();
+    let mut m = Measured { lat: Vec::new(), rows: Vec::new(), recall: Vec::new() };
+    // One warm-up pass, then `reps` timed passes over the queries.
+    for pass in 0..=reps {
+        for (user, q, truth) in queries {
+            let v = Vector::from(q.clone());
+            let t = Instant::now();
+            let rows = c.query(&stmt, &[user, &v]).unwrap();
+            let e = t.elapsed();
+            if pass > 0 {
+                m.lat.push(e);
+                let got: HashSet<i64> = rows.iter().map(|r| r.get(0)).collect();
+                m.rows.push(got.len());
+                let hit = truth.iter().filter(|id| got.contains(id)).count();
+                m.recall.push(if truth.is_empty() { 1.0 } else { hit as f64 / truth.len() as f64 });
+            }
+        }
+    }
+    c.batch_execute("RESET ALL").unwrap();
+    m.lat.sort();
+    m
+}
+
+fn row(scenario: &str, method: &str, m: &Measured) -> Vec<String> {
+    let min_rows = m.rows.iter().min().copied().unwrap_or(0);
+    let mean_rows = m.rows.iter().sum::<usize>() as f64 / m.rows.len().max(1) as f64;
+    let recall = m.recall.iter().sum::<f64>() / m.recall.len().max(1) as f64;
+    vec![
+        scenario.into(),
+        method.into(),
+        format!("{:.3}", percentile_ms(&m.lat, 0.5)),
+        format!("{:.3}", percentile_ms(&m.lat, 0.95)),
+        format!("{mean_rows:.1} (min {min_rows})"),
+        format!("{recall:.3}"),
+    ]
+}
+
+fn main() {
+    let sets = vec![
+        Set {
+            db: "am_bench_recall_50k",
+            model: "m512",
+            dims: 512,
+            users: vec![("u".into(), scaled(50), 1000)],
+            hnsw: true,
+        },
+        Set {
+            db: "am_bench_recall_1m",
+            model: "m512",
+            dims: 512,
+            users: vec![("u".into(), scaled(1000), 1000)],
+            hnsw: false,
+        },
+        Set {
+            db: "am_bench_recall_1m_384",
+            model: "m384",
+            dims: 384,
+            users: vec![("v".into(), scaled(1000), 1000)],
+            hnsw: false,
+        },
+        Set {
+            db: "am_bench_recall_large",
+            model: "m512",
+            dims: 512,
+            users: vec![("big20k-".into(), 1, scaled(20_000)), ("big100k-".into(), 1, scaled(100_000))],
+            hnsw: true,
+        },
+    ];
+    let mut rows = Vec::new();
+    let mut notes = Vec::new();
+    for (si, set) in sets.iter().enumerate() {
+        let mut c = fresh_db(set.db);
+        let loaded = load(&mut c, set, 100 + si as u64);
+        let total: usize = set.users.iter().map(|u| u.1 * u.2).sum();
+        notes.push(format!("- `{}`: {total} memories at {} dimensions loaded by COPY in {:.1} s", set.db, set.dims, loaded.as_secs_f64()));
+        if set.hnsw {
+            let t = Instant::now();
+            c.batch_execute(&format!(
+                "SET maintenance_work_mem = '2GB'; CREATE INDEX ON agent_memory.memories \
+                 USING hnsw ((emb::vector({})) vector_cosine_ops) WHERE embedding_model = '{}'",
+                set.dims, set.model
+            ))
+            .unwrap();
+            notes.push(format!("  (HNSW index for the model built in {:.1} s)", t.elapsed().as_secs_f64()));
+        }
+        // Queries: for each scenario, users and query vectors near the data's clusters.
+        let mut rng = Rng(900 + si as u64);
+        let cs = centers(&mut Rng(100 + si as u64), 200, set.dims);
+        let mut scenarios: Vec<(String, Vec<String>)> = Vec::new();
+        for (prefix, users, per_user) in &set.users {
+            let picked: Vec<String> = (0..(*users).min(20)).map(|i| format!("{prefix}{:04}", (i * 7919) % users)).collect();
+            scenarios.push((format!("{} × {per_user} rows/user, {} dims ({})", users, set.dims, set.db), picked));
+        }
+        for (name, users) in scenarios {
+            let queries: Vec<(String, Vec<f32>, Vec<i64>)> = users
+                .iter()
+                .flat_map(|u| (0..5).map(move |_| u.clone()))
+                .map(|u| {
+                    let q = clustered(&mut rng, &cs, 0.8);
+                    let (truth, _) = ground_truth(&mut c, &u, set.model, &q);
+                    (u, q, truth)
+                })
+                .collect();
+            let reps = if queries.len() >= 50 { 2 } else { 10 };
+            let recall_sql = format!(
+                "SELECT id FROM agent_memory.memory_recall($1, $2::vector, {K}, model => '{}', touch => false)",
+                set.model
+            );
+            let a = measure(&mut c, &recall_sql, "SELECT 1", &queries, reps);
+            rows.push(row(&name, "(A) memory_recall", &a));
+            let reference = format!(
+                "WITH c AS MATERIALIZED (SELECT id, emb, importance, last_hit_at, kind FROM agent_memory.memories \
+                   WHERE user_id = $1 AND active AND embedding_model = '{}') \
+                 SELECT id FROM c ORDER BY (1 - (emb <=> $2::vector)) \
+                   * (CASE WHEN kind = 'episodic' THEN 0.4 ELSE 0 END + (1 - CASE WHEN kind = 'episodic' THEN 0.4 ELSE 0 END) \
+                      * power(0.995::float8, extract(epoch FROM now() - last_hit_at)::float8 / 3600)) \
+                   * (0.8 + 0.4 * importance) DESC, id DESC LIMIT {K}",
+                set.model
+            );
+            let b = measure(&mut c, &reference, "SELECT 1", &queries, reps);
+            rows.push(row(&name, "(B) reference SQL (materialised CTE)", &b));
+            if set.hnsw {
+                let plain = format!(
+                    "SELECT id FROM agent_memory.memories WHERE user_id = $1 AND active AND embedding_model = '{}' \
+                     ORDER BY emb::vector({}) <=> $2::vector({}) LIMIT {K}",
+                    set.model, set.dims, set.dims
+                );
+                let off = measure(&mut c, &plain, "SET hnsw.iterative_scan = off", &queries, reps);
+                rows.push(row(&name, "(C) plain HNSW, iterative scan off", &off));
+                let on = measure(&mut c, &plain, "SET hnsw.iterative_scan = relaxed_order", &queries, reps);
+                rows.push(row(&name, "(C) plain HNSW, iterative scan on", &on));
+            }
+            let d = measure(
+                &mut c,
+                &format!(
+                    "SELECT id FROM agent_memory.memories WHERE user_id = $1 AND active AND embedding_model = '{}' \
+                     ORDER BY emb <=> $2::vector LIMIT {K}",
+                    set.model
+                ),
+                "SET enable_indexscan = on",
+                &queries,
+                reps,
+            );
+            rows.push(row(&name, "(D') exact by similarity only, SQL", &d));
+        }
+        drop(c);
+        let mut admin = connect("postgres");
+        admin.batch_execute(&format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", set.db)).unwrap();
+    }
+    let mut out = String::from("## Recall\n\n");
+    out += &notes.join("\n");
+    out += &format!("\n\nk = {K}; recall@k against (D), the exact ranking by similarity × decay × importance computed in the client. One connection, prepared statements, latencies from the client.\n\n");
+    out += &table(&["data set", "method", "p50 (ms)", "p95 (ms)", "rows returned", "recall@k"], &rows);
+    let path = std::env::var("BENCH_OUT").unwrap_or_else(|_| "target/agent_memory/bench-recall.md".into());
+    std::fs::write(&path, out).unwrap();
+    println!("\nwritten to {path}");
+}

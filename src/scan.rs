@@ -1,0 +1,198 @@
+//! A direct index scan over one user's active memories of one model, for recall.
+//!
+//! Recall visits every candidate of a user, so the per-row cost is everything. Through SPI, each
+//! row is executed by the executor, copied into a tuple table and read back; here the rows are
+//! read in place. The scan walks the btree index `memories_user_model_active` with the keys
+//! (user_id, embedding_model), fetches each visible heap tuple into a slot, and hands its
+//! attributes to the caller while the buffer is pinned. Nothing is copied except an embedding
+//! that must be detoasted.
+//!
+//! The scan uses the transaction's active snapshot, so it sees exactly what a query of the same
+//! statement would. Locks are `AccessShareLock`, as for a SELECT.
+
+use std::ffi::CStr;
+
+use pgrx::pg_sys;
+use pgrx::{IntoDatum, PgSqlErrorCode};
+
+use crate::error::{MemoryError, Result};
+
+/// One candidate, valid only during the callback.
+pub struct Candidate {
+    pub id: i64,
+    pub importance: f32,
+    /// `last_hit_at` in PostgreSQL's microseconds since 2000-01-01.
+    pub last_hit: i64,
+    pub episodic: bool,
+    /// The `emb` datum, pointing into the pinned buffer (or a toast pointer).
+    pub emb: pg_sys::Datum,
+}
+
+/// The attributes the scan reads, by number.
+struct Columns {
+    id: usize,
+    kind: usize,
+    emb: usize,
+    importance: usize,
+    active: usize,
+    valid_until: usize,
+    expires_at: usize,
+    last_hit_at: usize,
+    max: i32,
+}
+
+fn missing(what: &str) -> MemoryError {
+    MemoryError::new(PgSqlErrorCode::ERRCODE_UNDEFINED_OBJECT, format!("agent_memory's {what} was not found"))
+        .hint("Reinstall the extension: ALTER EXTENSION agent_memory UPDATE, or DROP and CREATE it.")
+}
+
+fn oid_of(name: &CStr, namespace: pg_sys::Oid, what: &str) -> Result<pg_sys::Oid> {
+    // SAFETY: a syscache lookup by name; returns InvalidOid when there is none.
+    let oid = unsafe { pg_sys::get_relname_relid(name.as_ptr(), namespace) };
+    if oid == pg_sys::Oid::INVALID { Err(missing(what)) } else { Ok(oid) }
+}
+
+fn attnum(rel: pg_sys::Oid, name: &CStr) -> Result<usize> {
+    // SAFETY: a syscache lookup by name; returns InvalidAttrNumber (0) when there is none.
+    let n = unsafe { pg_sys::get_attnum(rel, name.as_ptr()) };
+    if n <= 0 { Err(missing(&format!("column {}", name.to_string_lossy()))) } else { Ok(n as usize) }
+}
+
+/// Releases what the scan holds. On an error raised by PostgreSQL, the transaction abort
+/// releases the same resources, so nothing is done while unwinding.
+struct Scan {
+    rel: pg_sys::Relation,
+    index: pg_sys::Relation,
+    scan: pg_sys::IndexScanDesc,
+    slot: *mut pg_sys::TupleTableSlot,
+}
+
+impl Drop for Scan {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            return;
+        }
+        let lock = pg_sys::AccessShareLock as pg_sys::LOCKMODE;
+        // SAFETY: each pointer was obtained by the matching open/begin/create call in `scan`
+        // and is released exactly once, in reverse order.
+        unsafe {
+            if !self.slot.is_null() {
+                pg_sys::ExecDropSingleTupleTableSlot(self.slot);
+            }
+            if !self.scan.is_null() {
+                pg_sys::index_endscan(self.scan);
+            }
+            if !self.index.is_null() {
+                pg_sys::index_close(self.index, lock);
+            }
+            if !self.rel.is_null() {
+                pg_sys::table_close(self.rel, lock);
+            }
+        }
+    }
+}
+
+/// Calls `f` for every active memory of `user` and `model` that has not expired at `now` and,
+/// when `kinds` is given, is of one of those kinds.
+pub fn for_each_candidate(
+    user: &str,
+    model: &str,
+    kinds: Option<&[String]>,
+    now: i64,
+    mut f: impl FnMut(&Candidate) -> Result<()>,
+) -> Result<()> {
+    // SAFETY: a syscache lookup; missing_ok = true returns InvalidOid.
+    let namespace = unsafe { pg_sys::get_namespace_oid(c"agent_memory".as_ptr(), true) };
+    if namespace == pg_sys::Oid::INVALID {
+        return Err(missing("schema"));
+    }
+    let rel_oid = oid_of(c"memories", namespace, "table memories")?;
+    let index_oid = oid_of(c"memories_user_model_active", namespace, "index memories_user_model_active")?;
+    let cols = Columns {
+        id: attnum(rel_oid, c"id")?,
+        kind: attnum(rel_oid, c"kind")?,
+        emb: attnum(rel_oid, c"emb")?,
+        importance: attnum(rel_oid, c"importance")?,
+        active: attnum(rel_oid, c"active")?,
+        valid_until: attnum(rel_oid, c"valid_until")?,
+        expires_at: attnum(rel_oid, c"expires_at")?,
+        last_hit_at: attnum(rel_oid, c"last_hit_at")?,
+        max: 0,
+    };
+    let cols = Columns {
+        max: [cols.id, cols.kind, cols.emb, cols.importance, cols.active, cols.valid_until, cols.expires_at, cols.last_hit_at]
+            .into_iter()
+            .max()
+            .unwrap_or(1) as i32,
+        ..cols
+    };
+    let lock = pg_sys::AccessShareLock as pg_sys::LOCKMODE;
+    let mut s = Scan { rel: std::ptr::null_mut(), index: std::ptr::null_mut(), scan: std::ptr::null_mut(), slot: std::ptr::null_mut() };
+    // SAFETY: the OIDs are of this extension's table and of its index on (user_id,
+    // embedding_model); the index is a btree whose two key columns are text, so the scan keys
+    // compare text with text equality under the index's collations. The snapshot is the active
+    // one of the running statement. Every pointer is checked before use and released by `Scan`.
+    unsafe {
+        s.rel = pg_sys::table_open(rel_oid, lock);
+        s.index = pg_sys::index_open(index_oid, lock);
+        let collations = (*s.index).rd_indcollation;
+        let mut keys: [pg_sys::ScanKeyData; 2] = std::mem::zeroed();
+        let user_datum = user.into_datum().ok_or_else(|| missing("user id"))?;
+        let model_datum = model.into_datum().ok_or_else(|| missing("model"))?;
+        for (i, datum) in [user_datum, model_datum].into_iter().enumerate() {
+            pg_sys::ScanKeyEntryInitialize(
+                &mut keys[i],
+                0,
+                (i + 1) as pg_sys::AttrNumber,
+                pg_sys::BTEqualStrategyNumber as pg_sys::StrategyNumber,
+                pg_sys::Oid::INVALID,
+                *collations.add(i),
+                pg_sys::Oid::from(pg_sys::F_TEXTEQ),
+                datum,
+            );
+        }
+        let mut snapshot = pg_sys::GetActiveSnapshot();
+        if snapshot.is_null() {
+            snapshot = pg_sys::GetTransactionSnapshot();
+        }
+        s.scan = pg_sys::index_beginscan(s.rel, s.index, snapshot, 2, 0);
+        pg_sys::index_rescan(s.scan, keys.as_mut_ptr(), 2, std::ptr::null_mut(), 0);
+        s.slot = pg_sys::table_slot_create(s.rel, std::ptr::null_mut());
+
+        while pg_sys::index_getnext_slot(s.scan, pg_sys::ScanDirection::ForwardScanDirection, s.slot) {
+            if ((*s.slot).tts_nvalid as i32) < cols.max {
+                pg_sys::slot_getsomeattrs_int(s.slot, cols.max);
+            }
+            let values = (*s.slot).tts_values;
+            let nulls = (*s.slot).tts_isnull;
+            let get = |attno: usize| -> Option<pg_sys::Datum> {
+                if *nulls.add(attno - 1) { None } else { Some(*values.add(attno - 1)) }
+            };
+            // The index holds active rows only, but the visible version decides.
+            if get(cols.active).map(|d| d.value() == 0).unwrap_or(true) {
+                continue;
+            }
+            let live = |attno: usize| get(attno).is_none_or(|d| (d.value() as i64) > now);
+            if !live(cols.expires_at) || !live(cols.valid_until) {
+                continue;
+            }
+            let (Some(id), Some(emb), Some(kind)) = (get(cols.id), get(cols.emb), get(cols.kind)) else { continue };
+            let kind: &str = <&str as pgrx::FromDatum>::from_datum(kind, false).unwrap_or("");
+            if let Some(ks) = kinds {
+                if !ks.iter().any(|k| k == kind) {
+                    continue;
+                }
+            }
+            let c = Candidate {
+                id: id.value() as i64,
+                importance: get(cols.importance).map(|d| f32::from_bits(d.value() as u32)).unwrap_or(0.0),
+                last_hit: get(cols.last_hit_at).map(|d| d.value() as i64).unwrap_or(now),
+                episodic: kind == "episodic",
+                emb,
+            };
+            f(&c)?;
+        }
+    }
+    drop(s);
+    Ok(())
+}
