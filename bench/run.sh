@@ -12,7 +12,7 @@ PORT="${AGENT_MEMORY_BENCH_PORT:-28817}"
 DATA="$(server_dir bench)/data"
 SOCK="$(server_dir bench-socket)"
 trap 'stop_server "$DATA"' EXIT
-start_server "$DATA" "$SOCK" "$PORT" "shared_buffers = '1GB'" "max_wal_size = '4GB'"
+start_server "$DATA" "$SOCK" "$PORT" "shared_buffers = '6GB'" "max_wal_size = '4GB'"
 say "Benchmark: $which (PostgreSQL $(pg_major), $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB)"
 cargo build --release -p agent_memory_bench --bin "$which" 2>&1 | tail -1
 AGENT_MEMORY_TEST_HOST="$SOCK" AGENT_MEMORY_TEST_PORT="$PORT" BENCH_OUT="$ROOT/target/agent_memory/bench-$which.md" \

@@ -36,6 +36,10 @@ SELECT predicate, object, active, retired_reason, version, importance,
        superseded_by = (SELECT id FROM agent_memory.memories
                          WHERE user_id = 'rounds-user' AND object = 'neovim') AS superseded_by_neovim
   FROM agent_memory.memories WHERE user_id = 'rounds-user' ORDER BY id;
+-- A halfvec or a text embedding is reconciled the same way.
+SELECT action FROM agent_memory.memory_reconcile('half-user', 'user', 'drink', 'tea', 'Drinks tea', '[0,3,4,0]'::halfvec);
+SELECT action FROM agent_memory.memory_reconcile('half-user', 'user', 'drink', 'tea', 'Drinks tea', '[0,3,4,0]');
+SELECT emb, version FROM agent_memory.memories WHERE user_id = 'half-user';
 -- Embeddings are stored at unit length.
 SELECT bool_and(abs(vector_norm(emb) - 1) < 1e-6) AS unit_length FROM agent_memory.memories WHERE user_id = 'rounds-user';
 

@@ -44,9 +44,11 @@ const DETAILS: &str = "\
 SELECT m.id, m.content, m.kind, m.subject, m.predicate, m.object, m.importance, m.created_at \
   FROM agent_memory.memories m WHERE m.id = ANY ($1)";
 
-const TOUCH: &str = "\
-UPDATE agent_memory.memories SET last_hit_at = now(), hit_count = hit_count + 1 \
- WHERE id = ANY ($1)";
+/// The touch, returning the same columns as DETAILS: one statement instead of two.
+const TOUCH_RETURNING: &str = "\
+UPDATE agent_memory.memories m SET last_hit_at = now(), hit_count = m.hit_count + 1 \
+ WHERE m.id = ANY ($1) \
+RETURNING m.id, m.content, m.kind, m.subject, m.predicate, m.object, m.importance, m.created_at";
 
 const MODEL_DIMS: &str = "SELECT dimensions FROM agent_memory.embedding_models WHERE name = $1";
 
@@ -117,20 +119,15 @@ pub fn recall(user_id: Option<&str>, query: Option<&VectorDatum>, opts: RecallOp
     let (floor_semantic, floor_episodic) = (gucs::decay_floor(false), gucs::decay_floor(true));
 
     Spi::connect_mut(|client| {
-        let registered = first_value::<i32>(crate::plans::run(client, MODEL_DIMS, &[model.clone().into()]).map_err(spi("reading the model's dimension"))?)
-            .map_err(spi("reading the model's dimension"))?;
-        if let Some(d) = registered {
-            if d as usize != q.len() {
-                return Err(dimension_mismatch(q.len(), &model, d as usize));
-            }
-        }
         let mut top = TopK::new(k);
+        let mut seen = false;
         let mut scratch = Vec::new();
         // SAFETY: reads the start time of the transaction, which is what now() returns.
         let now = unsafe { pgrx::pg_sys::GetCurrentTransactionStartTimestamp() };
         crate::scan::for_each_candidate(&user, &model, kinds.as_deref(), now, |c| {
             // SAFETY: the datum is `memories.emb`, of type `vector`, valid during the callback.
             let emb = unsafe { VectorDatum::from_datum(c.emb, Element::F32) }?;
+            seen = true;
             if emb.dims() != q.len() {
                 return Err(dimension_mismatch(q.len(), &model, emb.dims()));
             }
@@ -143,6 +140,16 @@ pub fn recall(user_id: Option<&str>, query: Option<&VectorDatum>, opts: RecallOp
             }
             Ok(())
         })?;
+        if !seen {
+            // No candidate checked the query's dimension: the model's registered one does.
+            let registered = first_value::<i32>(crate::plans::run(client, MODEL_DIMS, &[model.clone().into()]).map_err(spi("reading the model's dimension"))?)
+                .map_err(spi("reading the model's dimension"))?;
+            if let Some(d) = registered {
+                if d as usize != q.len() {
+                    return Err(dimension_mismatch(q.len(), &model, d as usize));
+                }
+            }
+        }
         let ranked = top.into_sorted();
         if ranked.is_empty() {
             return Ok(Vec::new());
@@ -150,7 +157,8 @@ pub fn recall(user_id: Option<&str>, query: Option<&VectorDatum>, opts: RecallOp
         let ids: Vec<i64> = ranked.iter().map(|r| r.id).collect();
         let mut details = std::collections::HashMap::with_capacity(ids.len());
         {
-            let table = crate::plans::run(client, DETAILS, &[ids.clone().into()]).map_err(spi("reading the recalled memories"))?;
+            let sql = if touch && !read_only() { TOUCH_RETURNING } else { DETAILS };
+            let table = crate::plans::run(client, sql, &[ids.clone().into()]).map_err(spi("reading the recalled memories"))?;
             for row in table {
                 let id: i64 = row.get(1).map_err(spi("reading id"))?.unwrap_or_default();
                 details.insert(
@@ -166,9 +174,6 @@ pub fn recall(user_id: Option<&str>, query: Option<&VectorDatum>, opts: RecallOp
                     ),
                 );
             }
-        }
-        if touch && !read_only() {
-            crate::plans::run(client, TOUCH, &[ids.into()]).map_err(spi("refreshing last_hit_at"))?;
         }
         Ok(ranked
             .into_iter()
