@@ -72,6 +72,11 @@ static RETENTION_SEMANTIC: GucSetting<i32> = GucSetting::<i32>::new(90 * 24 * 60
 /// `agent_memory.retention_important_above`: importance above which a memory counts as important (default 0.7).
 static RETENTION_IMPORTANT_ABOVE: GucSetting<f64> = GucSetting::<f64>::new(0.7);
 
+/// `agent_memory.exact_limit`: above this many candidates, recall uses the model's HNSW index (default 20,000).
+static EXACT_LIMIT: GucSetting<i32> = GucSetting::<i32>::new(20_000);
+/// `agent_memory.approximate_candidates`: candidates the approximate path fetches by similarity (default 2,000).
+static APPROXIMATE_CANDIDATES: GucSetting<i32> = GucSetting::<i32>::new(2_000);
+
 /// Registers every setting. Called once from `_PG_init`.
 pub fn init() {
     GucRegistry::define_enum_guc(
@@ -250,6 +255,26 @@ pub fn init() {
         GucContext::Userset,
         GucFlags::default(),
     );
+    GucRegistry::define_int_guc(
+        c"agent_memory.exact_limit",
+        c"Above this many candidates, recall ranks the model's HNSW index candidates instead of every memory.",
+        c"Only when the model has an index made by memory_create_index; without one, recall is always exact.",
+        &EXACT_LIMIT,
+        1,
+        i32::MAX,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"agent_memory.approximate_candidates",
+        c"How many of a large user's memories the approximate path fetches by similarity before ranking them exactly.",
+        c"",
+        &APPROXIMATE_CANDIDATES,
+        10,
+        1_000_000,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
     reserve_prefix();
 }
 
@@ -320,4 +345,12 @@ pub fn retention() -> Retention {
         semantic_minutes: minutes(RETENTION_SEMANTIC.get()),
         important_above: RETENTION_IMPORTANT_ABOVE.get(),
     }
+}
+
+pub fn exact_limit() -> usize {
+    EXACT_LIMIT.get().max(1) as usize
+}
+
+pub fn approximate_candidates() -> i64 {
+    APPROXIMATE_CANDIDATES.get() as i64
 }

@@ -93,14 +93,15 @@ impl Drop for Scan {
 }
 
 /// Calls `f` for every active memory of `user` and `model` that has not expired at `now` and,
-/// when `kinds` is given, is of one of those kinds.
+/// when `kinds` is given, is of one of those kinds, until `f` returns `false`. Returns whether
+/// the scan ran to the end.
 pub fn for_each_candidate(
     user: &str,
     model: &str,
     kinds: Option<&[String]>,
     now: i64,
-    mut f: impl FnMut(&Candidate) -> Result<()>,
-) -> Result<()> {
+    mut f: impl FnMut(&Candidate) -> Result<bool>,
+) -> Result<bool> {
     // SAFETY: a syscache lookup; missing_ok = true returns InvalidOid.
     let namespace = unsafe { pg_sys::get_namespace_oid(c"agent_memory".as_ptr(), true) };
     if namespace == pg_sys::Oid::INVALID {
@@ -190,9 +191,12 @@ pub fn for_each_candidate(
                 episodic: kind == "episodic",
                 emb,
             };
-            f(&c)?;
+            if !f(&c)? {
+                drop(s);
+                return Ok(false);
+            }
         }
     }
     drop(s);
-    Ok(())
+    Ok(true)
 }

@@ -94,6 +94,24 @@ SELECT count(*) AS other_model
   FROM agent_memory.memory_recall('user-07', (SELECT q FROM queries WHERE user_id = 'user-07'),
                                   5, model => 'another-model', touch => false);
 
+-- Large users: above agent_memory.exact_limit candidates, recall ranks the candidates of the
+-- model's HNSW index, made by memory_create_index, and says which path ran. Without an index,
+-- or below the limit, recall is exact.
+SELECT DISTINCT path FROM queries q,
+       LATERAL agent_memory.memory_recall(q.user_id, q.q, 5, model => 'm32', touch => false);
+SET agent_memory.exact_limit = 500;
+SELECT DISTINCT path FROM queries q,
+       LATERAL agent_memory.memory_recall(q.user_id, q.q, 5, model => 'm32', touch => false);
+SELECT agent_memory.memory_create_index('m32', m => 8, ef_construction => 32) = 'memories_hnsw_' || left(md5('m32'), 16) AS index_named;
+SELECT path, count(*) AS rows, count(DISTINCT q.user_id) AS users FROM queries q,
+       LATERAL agent_memory.memory_recall(q.user_id, q.q, 5, model => 'm32', touch => false) r
+ GROUP BY path;
+RESET agent_memory.exact_limit;
+SELECT DISTINCT path FROM queries q,
+       LATERAL agent_memory.memory_recall(q.user_id, q.q, 5, model => 'm32', touch => false);
+SELECT agent_memory.memory_create_index('no-such-model');
+SELECT agent_memory.memory_create_index('m32', m => 1);
+
 DEALLOCATE plain;
 DROP INDEX agent_memory.memories_m32_hnsw;
 DELETE FROM agent_memory.memories;

@@ -3,6 +3,7 @@
 //! `agent_memory_core`.
 
 pub mod decay;
+pub mod index;
 pub mod policy;
 pub mod reconcile;
 pub mod turns;

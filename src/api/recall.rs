@@ -38,6 +38,9 @@ pub struct Recalled {
     pub object: Option<String>,
     pub importance: f32,
     pub created_at: Option<TimestampWithTimeZone>,
+    /// How the candidates were found: `exact` (every memory scored) or `approximate` (the model's
+    /// HNSW index, for users above `agent_memory.exact_limit`).
+    pub path: &'static str,
 }
 
 const DETAILS: &str = "\
@@ -120,14 +123,23 @@ pub fn recall(user_id: Option<&str>, query: Option<&VectorDatum>, opts: RecallOp
 
     Spi::connect_mut(|client| {
         let mut top = TopK::new(k);
-        let mut seen = false;
+        let mut seen = 0usize;
+        let exact_limit = gucs::exact_limit();
+        let mut index = None;
         let mut scratch = Vec::new();
         // SAFETY: reads the start time of the transaction, which is what now() returns.
         let now = unsafe { pgrx::pg_sys::GetCurrentTransactionStartTimestamp() };
-        crate::scan::for_each_candidate(&user, &model, kinds.as_deref(), now, |c| {
+        let complete = crate::scan::for_each_candidate(&user, &model, kinds.as_deref(), now, |c| {
+            seen += 1;
+            if seen == exact_limit + 1 {
+                // A large user: rank the candidates of the model's HNSW index, if it has one.
+                index = crate::api::index::model_index(client, &model)?;
+                if index.is_some() {
+                    return Ok(false);
+                }
+            }
             // SAFETY: the datum is `memories.emb`, of type `vector`, valid during the callback.
             let emb = unsafe { VectorDatum::from_datum(c.emb, Element::F32) }?;
-            seen = true;
             if emb.dims() != q.len() {
                 return Err(dimension_mismatch(q.len(), &model, emb.dims()));
             }
@@ -138,9 +150,19 @@ pub fn recall(user_id: Option<&str>, query: Option<&VectorDatum>, opts: RecallOp
                 let score = scorer.score(similarity, age_hours, c.importance as f64, floor);
                 top.push(Ranked { id: c.id, score, similarity });
             }
-            Ok(())
+            Ok(true)
         })?;
-        if !seen {
+        let mut path = "exact";
+        if !complete {
+            if let Some((dims, schema)) = &index {
+                top = approximate(client, &user, &model, &kinds, &q, *dims, schema, k, |similarity, age_hours, importance, episodic| {
+                    let floor = if episodic { floor_episodic } else { floor_semantic };
+                    scorer.score(similarity, age_hours, importance, floor)
+                }, min_similarity, now)?;
+                path = "approximate";
+            }
+        }
+        if seen == 0 {
             // No candidate checked the query's dimension: the model's registered one does.
             let registered = first_value::<i32>(crate::plans::run(client, MODEL_DIMS, &[model.clone().into()]).map_err(spi("reading the model's dimension"))?)
                 .map_err(spi("reading the model's dimension"))?;
@@ -190,10 +212,91 @@ pub fn recall(user_id: Option<&str>, query: Option<&VectorDatum>, opts: RecallOp
                     object,
                     importance,
                     created_at,
+                    path,
                 })
             })
             .collect())
     })
+}
+
+/// The approximate path for a large user: the `agent_memory.approximate_candidates` most similar
+/// memories by the model's HNSW index (pgvector's iterative scan keeps the user filter from
+/// emptying the result), each ranked exactly with decay and importance.
+#[allow(clippy::too_many_arguments)]
+fn approximate(
+    client: &mut pgrx::spi::SpiClient<'_>,
+    user: &str,
+    model: &str,
+    kinds: &Option<Vec<String>>,
+    q: &[f32],
+    dims: usize,
+    vector_schema: &str,
+    k: usize,
+    score: impl Fn(f64, f64, f64, bool) -> f64,
+    min_similarity: f64,
+    now: i64,
+) -> Result<TopK> {
+    let n = gucs::approximate_candidates();
+    let vs = pgrx::spi::quote_identifier(vector_schema);
+    // pgvector's search settings for this statement only; the previous values come back after.
+    let saved = client
+        .select(
+            "SELECT current_setting('hnsw.iterative_scan', true), current_setting('hnsw.ef_search', true)",
+            None,
+            &[],
+        )
+        .map_err(spi("reading pgvector's settings"))?
+        .first()
+        .get_two::<String, String>()
+        .map_err(spi("reading pgvector's settings"))?;
+    let set = "SELECT set_config('hnsw.iterative_scan', $1, true), set_config('hnsw.ef_search', $2, true)";
+    client
+        .select(set, None, &["relaxed_order".into(), n.clamp(40, 1000).to_string().into()])
+        .map_err(spi("setting pgvector's search"))?;
+    // The dimension and schema come from the catalog and are quoted; the values are parameters.
+    let sql = format!(
+        "SELECT m.id, m.importance, m.last_hit_at, m.kind = 'episodic', m.emb FROM agent_memory.memories m \
+          WHERE m.user_id = $1 AND m.embedding_model = $2 AND m.active \
+            AND (m.expires_at IS NULL OR m.expires_at > now()) AND (m.valid_until IS NULL OR m.valid_until > now()) \
+            AND ($3::text[] IS NULL OR m.kind = ANY ($3::text[])) \
+          ORDER BY m.emb::{vs}.vector({dims}) <=> $4::{vs}.vector({dims}) LIMIT $5"
+    );
+    let oid = crate::vector::vector_type_oid()?;
+    // SAFETY: a fresh `vector` datum, passed with pgvector's type OID.
+    let qd = unsafe { pgrx::datum::DatumWithOid::new(crate::vector::new_vector_datum(q), oid) };
+    let mut top = TopK::new(k);
+    let mut scratch = Vec::new();
+    {
+        let mut table = client
+            .select(sql.as_str(), None, &[user.into(), model.into(), kinds.clone().into(), qd, n.into()])
+            .map_err(spi("reading the index's candidates"))?;
+        while table.next().is_some() {
+            let raw = |i: usize| table.get_datum_by_ordinal(i).map_err(spi("reading a candidate"));
+            let (Some(id), Some(importance), Some(last_hit), Some(episodic), Some(emb)) = (raw(1)?, raw(2)?, raw(3)?, raw(4)?, raw(5)?) else {
+                continue;
+            };
+            // SAFETY: the columns are bigint, real, timestamptz, boolean and vector, in that order.
+            let (id, importance, last_hit, episodic, emb) = unsafe {
+                (
+                    <i64 as pgrx::FromDatum>::from_datum(id, false).unwrap_or_default(),
+                    <f32 as pgrx::FromDatum>::from_datum(importance, false).unwrap_or_default(),
+                    <i64 as pgrx::FromDatum>::from_datum(last_hit, false).unwrap_or(now),
+                    <bool as pgrx::FromDatum>::from_datum(episodic, false).unwrap_or(false),
+                    VectorDatum::from_datum(emb, Element::F32)?,
+                )
+            };
+            let similarity = emb.with_f32(&mut scratch, |x| vecmath::cosine_with_unit(q, x));
+            if similarity >= min_similarity {
+                let s = score(similarity, (now - last_hit) as f64 / 3_600_000_000.0, importance as f64, episodic);
+                top.push(Ranked { id, score: s, similarity });
+            }
+        }
+    }
+    let (it, ef) = saved;
+    client
+        .select(set, None, &[it.unwrap_or_else(|| "off".into()).into(), ef.unwrap_or_else(|| "40".into()).into()])
+        .map_err(spi("restoring pgvector's settings"))?;
+    Ok(top)
 }
 
 /// Whether this transaction cannot write (a standby, or `SET TRANSACTION READ ONLY`): recall
@@ -231,13 +334,14 @@ macro_rules! memory_recall_for {
                 name!(object, Option<String>),
                 name!(importance, f32),
                 name!(created_at, Option<TimestampWithTimeZone>),
+                name!(path, String),
             ),
         > {
             let opts = RecallOptions { k, model, kinds, min_similarity, decay, touch };
             let query = query.map(|q| q.into_vector_datum().or_raise());
             let rows = recall(user_id, query.as_ref(), opts).or_raise();
             TableIterator::new(rows.into_iter().map(|r| {
-                (r.id, r.content, r.score, r.similarity, r.kind, r.subject, r.predicate, r.object, r.importance, r.created_at)
+                (r.id, r.content, r.score, r.similarity, r.kind, r.subject, r.predicate, r.object, r.importance, r.created_at, r.path.to_string())
             }))
         }
     };

@@ -174,12 +174,8 @@ fn main() {
         notes.push(format!("- `{}`: {total} memories at {} dimensions loaded by COPY in {:.1} s", set.db, set.dims, loaded.as_secs_f64()));
         if set.hnsw {
             let t = Instant::now();
-            c.batch_execute(&format!(
-                "SET maintenance_work_mem = '2GB'; CREATE INDEX ON agent_memory.memories \
-                 USING hnsw ((emb::vector({})) vector_cosine_ops) WHERE embedding_model = '{}'",
-                set.dims, set.model
-            ))
-            .unwrap();
+            c.batch_execute("SET maintenance_work_mem = '2GB'").unwrap();
+            c.query_one("SELECT agent_memory.memory_create_index($1)", &[&set.model]).unwrap();
             notes.push(format!("  (HNSW index for the model built in {:.1} s)", t.elapsed().as_secs_f64()));
         }
         // Queries: for each scenario, users and query vectors near the data's clusters.
@@ -206,7 +202,14 @@ fn main() {
                 set.model
             );
             let a = measure(&mut c, &recall_sql, "SELECT 1", &queries, reps);
-            rows.push(row(&name, "(A) memory_recall", &a));
+            let path: String = c
+                .query_one(
+                    &format!("SELECT min(path) FROM agent_memory.memory_recall($1, $2::vector, {K}, model => '{}', touch => false)", set.model),
+                    &[&queries[0].0, &Vector::from(queries[0].1.clone())],
+                )
+                .unwrap()
+                .get(0);
+            rows.push(row(&name, &format!("(A) memory_recall ({path} path)"), &a));
             let reference = format!(
                 "WITH c AS MATERIALIZED (SELECT id, emb, importance, last_hit_at, kind FROM agent_memory.memories \
                    WHERE user_id = $1 AND active AND embedding_model = '{}') \
