@@ -92,47 +92,30 @@ impl Drop for Scan {
     }
 }
 
-/// Calls `f` for every active memory of `user` and `model` that has not expired at `now` and,
-/// when `kinds` is given, is of one of those kinds, until `f` returns `false`. Returns whether
-/// the scan ran to the end.
-pub fn for_each_candidate(
-    user: &str,
-    model: &str,
-    kinds: Option<&[String]>,
-    now: i64,
-    mut f: impl FnMut(&Candidate) -> Result<bool>,
-) -> Result<bool> {
+/// The table and its per-user index.
+fn relations() -> Result<(pg_sys::Oid, pg_sys::Oid)> {
     // SAFETY: a syscache lookup; missing_ok = true returns InvalidOid.
     let namespace = unsafe { pg_sys::get_namespace_oid(c"agent_memory".as_ptr(), true) };
     if namespace == pg_sys::Oid::INVALID {
         return Err(missing("schema"));
     }
-    let rel_oid = oid_of(c"memories", namespace, "table memories")?;
-    let index_oid = oid_of(c"memories_user_model_active", namespace, "index memories_user_model_active")?;
-    let cols = Columns {
-        id: attnum(rel_oid, c"id")?,
-        kind: attnum(rel_oid, c"kind")?,
-        emb: attnum(rel_oid, c"emb")?,
-        importance: attnum(rel_oid, c"importance")?,
-        active: attnum(rel_oid, c"active")?,
-        valid_until: attnum(rel_oid, c"valid_until")?,
-        expires_at: attnum(rel_oid, c"expires_at")?,
-        last_hit_at: attnum(rel_oid, c"last_hit_at")?,
-        max: 0,
-    };
-    let cols = Columns {
-        max: [cols.id, cols.kind, cols.emb, cols.importance, cols.active, cols.valid_until, cols.expires_at, cols.last_hit_at]
-            .into_iter()
-            .max()
-            .unwrap_or(1) as i32,
-        ..cols
-    };
+    Ok((
+        oid_of(c"memories", namespace, "table memories")?,
+        oid_of(c"memories_user_model_active", namespace, "index memories_user_model_active")?,
+    ))
+}
+
+/// Opens the table and the index and positions an index scan on (user, model).
+///
+/// # Safety
+/// Must run inside a transaction with an active snapshot (a SQL function call).
+unsafe fn begin(rel_oid: pg_sys::Oid, index_oid: pg_sys::Oid, user: &str, model: &str) -> Result<Scan> {
     let lock = pg_sys::AccessShareLock as pg_sys::LOCKMODE;
     let mut s = Scan { rel: std::ptr::null_mut(), index: std::ptr::null_mut(), scan: std::ptr::null_mut(), slot: std::ptr::null_mut() };
     // SAFETY: the OIDs are of this extension's table and of its index on (user_id,
     // embedding_model); the index is a btree whose two key columns are text, so the scan keys
     // compare text with text equality under the index's collations. The snapshot is the active
-    // one of the running statement. Every pointer is checked before use and released by `Scan`.
+    // one of the running statement. Every pointer is released by `Scan`.
     unsafe {
         s.rel = pg_sys::table_open(rel_oid, lock);
         s.index = pg_sys::index_open(index_oid, lock);
@@ -158,6 +141,60 @@ pub fn for_each_candidate(
         }
         s.scan = pg_sys::index_beginscan(s.rel, s.index, snapshot, 2, 0);
         pg_sys::index_rescan(s.scan, keys.as_mut_ptr(), 2, std::ptr::null_mut(), 0);
+    }
+    Ok(s)
+}
+
+/// Counts the index entries of (user, model), up to `limit`, without reading the table: a cheap
+/// size estimate (entries of rows deleted but not yet vacuumed count too).
+pub fn count_entries(user: &str, model: &str, limit: usize) -> Result<usize> {
+    let (rel_oid, index_oid) = relations()?;
+    // SAFETY: called from a SQL function; the scan is released by `Scan`.
+    let s = unsafe { begin(rel_oid, index_oid, user, model)? };
+    let mut n = 0;
+    // SAFETY: `s.scan` is a positioned index scan; index_getnext_tid returns NULL at the end.
+    while n < limit && !unsafe { pg_sys::index_getnext_tid(s.scan, pg_sys::ScanDirection::ForwardScanDirection) }.is_null() {
+        n += 1;
+    }
+    drop(s);
+    Ok(n)
+}
+
+/// Calls `f` for every active memory of `user` and `model` that has not expired at `now` and,
+/// when `kinds` is given, is of one of those kinds, until `f` returns `false`. Returns whether
+/// the scan ran to the end.
+pub fn for_each_candidate(
+    user: &str,
+    model: &str,
+    kinds: Option<&[String]>,
+    now: i64,
+    mut f: impl FnMut(&Candidate) -> Result<bool>,
+) -> Result<bool> {
+    let (rel_oid, index_oid) = relations()?;
+    let cols = Columns {
+        id: attnum(rel_oid, c"id")?,
+        kind: attnum(rel_oid, c"kind")?,
+        emb: attnum(rel_oid, c"emb")?,
+        importance: attnum(rel_oid, c"importance")?,
+        active: attnum(rel_oid, c"active")?,
+        valid_until: attnum(rel_oid, c"valid_until")?,
+        expires_at: attnum(rel_oid, c"expires_at")?,
+        last_hit_at: attnum(rel_oid, c"last_hit_at")?,
+        max: 0,
+    };
+    let cols = Columns {
+        max: [cols.id, cols.kind, cols.emb, cols.importance, cols.active, cols.valid_until, cols.expires_at, cols.last_hit_at]
+            .into_iter()
+            .max()
+            .unwrap_or(1) as i32,
+        ..cols
+    };
+    // SAFETY: called from a SQL function, inside its transaction and snapshot; every pointer is
+    // released by `Scan`.
+    let mut s = unsafe { begin(rel_oid, index_oid, user, model)? };
+    // SAFETY: the slot is made for the opened table and released by `Scan`; attributes are read
+    // only up to `cols.max` after slot_getsomeattrs, and only while the slot holds the tuple.
+    unsafe {
         s.slot = pg_sys::table_slot_create(s.rel, std::ptr::null_mut());
 
         while pg_sys::index_getnext_slot(s.scan, pg_sys::ScanDirection::ForwardScanDirection, s.slot) {

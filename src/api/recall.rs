@@ -47,6 +47,10 @@ const DETAILS: &str = "\
 SELECT m.id, m.content, m.kind, m.subject, m.predicate, m.object, m.importance, m.created_at \
   FROM agent_memory.memories m WHERE m.id = ANY ($1)";
 
+/// After this many candidates, recall checks whether the user is large enough for the
+/// approximate path; smaller users never pay for the check.
+const CHECK_SIZE_AT: usize = 1000;
+
 /// The touch, returning the same columns as DETAILS: one statement instead of two.
 const TOUCH_RETURNING: &str = "\
 UPDATE agent_memory.memories m SET last_hit_at = now(), hit_count = m.hit_count + 1 \
@@ -131,11 +135,15 @@ pub fn recall(user_id: Option<&str>, query: Option<&VectorDatum>, opts: RecallOp
         let now = unsafe { pgrx::pg_sys::GetCurrentTransactionStartTimestamp() };
         let complete = crate::scan::for_each_candidate(&user, &model, kinds.as_deref(), now, |c| {
             seen += 1;
-            if seen == exact_limit + 1 {
-                // A large user: rank the candidates of the model's HNSW index, if it has one.
+            if seen == CHECK_SIZE_AT.min(exact_limit) + 1 {
+                // Possibly a large user: if the model has an HNSW index and the user has more
+                // than agent_memory.exact_limit candidates, rank the index's candidates instead.
                 index = crate::api::index::model_index(client, &model)?;
                 if index.is_some() {
-                    return Ok(false);
+                    if crate::scan::count_entries(&user, &model, exact_limit + 1)? > exact_limit {
+                        return Ok(false);
+                    }
+                    index = None;
                 }
             }
             // SAFETY: the datum is `memories.emb`, of type `vector`, valid during the callback.

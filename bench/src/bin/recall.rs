@@ -167,7 +167,12 @@ fn main() {
     ];
     let mut rows = Vec::new();
     let mut notes = Vec::new();
+    // BENCH_SETS=large (a substring of the database names) runs a subset, for a quick look.
+    let only = std::env::var("BENCH_SETS").unwrap_or_default();
     for (si, set) in sets.iter().enumerate() {
+        if !set.db.contains(only.as_str()) {
+            continue;
+        }
         let mut c = fresh_db(set.db);
         let loaded = load(&mut c, set, 100 + si as u64);
         let total: usize = set.users.iter().map(|u| u.1 * u.2).sum();
