@@ -120,6 +120,25 @@ fn measure(c: &mut Client, sql: &str, setup: &str, queries: &[(String, Vec<f32>,
     m
 }
 
+/// Queries per second with `clients` connections, each running every query `reps` times.
+fn throughput(db: &str, sql: &str, queries: &[(String, Vec<f32>, Vec<i64>)], clients: usize, reps: usize) -> f64 {
+    let t = Instant::now();
+    std::thread::scope(|scope| {
+        for _ in 0..clients {
+            scope.spawn(|| {
+                let mut c = connect(db);
+                let stmt = c.prepare(sql).unwrap();
+                for _ in 0..reps {
+                    for (user, q, _) in queries {
+                        c.query(&stmt, &[user, &Vector::from(q.clone())]).unwrap();
+                    }
+                }
+            });
+        }
+    });
+    (clients * reps * queries.len()) as f64 / t.elapsed().as_secs_f64()
+}
+
 fn row(scenario: &str, method: &str, m: &Measured) -> Vec<String> {
     let min_rows = m.rows.iter().min().copied().unwrap_or(0);
     let mean_rows = m.rows.iter().sum::<usize>() as f64 / m.rows.len().max(1) as f64;
@@ -166,6 +185,7 @@ fn main() {
         },
     ];
     let mut rows = Vec::new();
+    let mut tput = Vec::new();
     let mut notes = Vec::new();
     // BENCH_SETS=large (a substring of the database names) runs a subset, for a quick look.
     let only = std::env::var("BENCH_SETS").unwrap_or_default();
@@ -226,6 +246,13 @@ fn main() {
             );
             let b = measure(&mut c, &reference, "SELECT 1", &queries, reps);
             rows.push(row(&name, "(B) reference SQL (materialised CTE)", &b));
+            if set.db == "am_bench_recall_1m" {
+                for clients in [1, 2] {
+                    let qa = throughput(set.db, &recall_sql, &queries, clients, 3);
+                    let qb = throughput(set.db, &reference, &queries, clients, 3);
+                    tput.push(vec![name.clone(), clients.to_string(), format!("{qa:.0}"), format!("{qb:.0}")]);
+                }
+            }
             if set.hnsw {
                 let plain = format!(
                     "SELECT id FROM agent_memory.memories WHERE user_id = $1 AND active AND embedding_model = '{}' \
@@ -258,6 +285,10 @@ fn main() {
     out += &notes.join("\n");
     out += &format!("\n\nk = {K}; recall@k against (D), the exact ranking by similarity × decay × importance computed in the client. One connection, prepared statements, latencies from the client.\n\n");
     out += &table(&["data set", "method", "p50 (ms)", "p95 (ms)", "rows returned", "recall@k"], &rows);
+    if !tput.is_empty() {
+        out += "\nThroughput, each client on its own connection running every question 3 times:\n\n";
+        out += &table(&["data set", "clients", "(A) memory_recall, queries/s", "(B) reference SQL, queries/s"], &tput);
+    }
     let path = std::env::var("BENCH_OUT").unwrap_or_else(|_| "target/agent_memory/bench-recall.md".into());
     std::fs::write(&path, out).unwrap();
     println!("\nwritten to {path}");
