@@ -2,6 +2,7 @@
 # Runs agent_memory's benchmarks against a local server with the release build preloaded.
 #   bench/run.sh write     write path: reconcile latency, batch throughput, COPY vs INSERT
 #   bench/run.sh recall    recall: memory_recall vs reference SQL vs plain HNSW vs exact ranking
+#   bench/run.sh storage   storage of 512-d embeddings: EXTERNAL vs in line vs PLAIN vs halfvec
 # Figures are printed and written under target/agent_memory/.
 source "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib.sh"
 which="${1:-write}"
@@ -14,6 +15,11 @@ SOCK="$(server_dir bench-socket)"
 trap 'stop_server "$DATA"' EXIT
 start_server "$DATA" "$SOCK" "$PORT" "shared_buffers = '6GB'" "max_wal_size = '4GB'"
 say "Benchmark: $which (PostgreSQL $(pg_major), $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB)"
+if [ "$which" = storage ]; then
+  psql -X -h "$SOCK" -p "$PORT" -U postgres -d postgres -q -c "DROP DATABASE IF EXISTS am_bench_storage" -c "CREATE DATABASE am_bench_storage"
+  psql -X -h "$SOCK" -p "$PORT" -U postgres -d am_bench_storage -f "$ROOT/bench/storage.sql" | tee "$ROOT/target/agent_memory/bench-storage.md"
+  exit 0
+fi
 cargo build --release -p agent_memory_bench --bin "$which" 2>&1 | tail -1
 AGENT_MEMORY_TEST_HOST="$SOCK" AGENT_MEMORY_TEST_PORT="$PORT" BENCH_OUT="$ROOT/target/agent_memory/bench-$which.md" \
   "$ROOT/target/release/$which"
