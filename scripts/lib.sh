@@ -93,6 +93,7 @@ stop_server() {
 install_extension() {
   say "Building and installing agent_memory (release) for PostgreSQL $(pg_major)"
   local feat="pg$(pg_major)"
+  mkdir -p "$ROOT/target"
   ( cd "$ROOT" && cargo pgrx install --release --no-default-features --features "$feat" \
       --pg-config "$(command -v pg_config)" $( [ "$(id -u)" -eq 0 ] || echo --sudo ) ) >"$ROOT/target/install.log" 2>&1 \
     || { tail -n 40 "$ROOT/target/install.log" >&2; die "cargo pgrx install failed (log: target/install.log)"; }
