@@ -51,10 +51,12 @@ SELECT m.id, m.content, m.kind, m.subject, m.predicate, m.object, m.importance, 
 /// approximate path; smaller users never pay for the check.
 const CHECK_SIZE_AT: usize = 1000;
 
-/// The touch, returning the same columns as DETAILS: one statement instead of two.
+/// The touch, returning the same columns as DETAILS: one statement instead of two. The rows are
+/// locked in id order first, so concurrent recalls with overlapping results cannot deadlock.
 const TOUCH_RETURNING: &str = "\
+WITH locked AS (SELECT id FROM agent_memory.memories WHERE id = ANY ($1) ORDER BY id FOR NO KEY UPDATE) \
 UPDATE agent_memory.memories m SET last_hit_at = now(), hit_count = m.hit_count + 1 \
- WHERE m.id = ANY ($1) \
+  FROM locked WHERE m.id = locked.id \
 RETURNING m.id, m.content, m.kind, m.subject, m.predicate, m.object, m.importance, m.created_at";
 
 const MODEL_DIMS: &str = "SELECT dimensions FROM agent_memory.embedding_models WHERE name = $1";

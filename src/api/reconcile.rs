@@ -112,14 +112,14 @@ const LOAD_KEYS: &str = "SELECT m.id, m.version, m.subject, m.predicate, m.objec
        FROM agent_memory.memories m \
       WHERE m.user_id = $1 AND m.active AND m.subject IS NOT NULL AND m.predicate IS NOT NULL \
         AND (m.subject, m.predicate) IN (SELECT * FROM unnest($2::text[], $3::text[])) \
-      FOR UPDATE";
+      ORDER BY m.id FOR UPDATE";
 const LOAD_CONTENT: &str = "SELECT m.id, m.version, m.content, m.kind = 'episodic', m.object \
        FROM agent_memory.memories m \
       WHERE m.user_id = $1 AND m.active AND m.embedding_model = $2 \
         AND md5(m.content) IN (SELECT md5(c) FROM unnest($3::text[]) c) AND m.content = ANY ($3::text[]) \
       ORDER BY m.id FOR UPDATE";
 const LOAD_TARGETS: &str = "SELECT id, version, active, user_id = $2, subject, predicate, object, kind = 'episodic' \
-       FROM agent_memory.memories WHERE id = ANY ($1) FOR UPDATE";
+       FROM agent_memory.memories WHERE id = ANY ($1) ORDER BY id FOR UPDATE";
 const LOAD_KNOWN: &str = "SELECT id, version, emb, kind = 'episodic', object, subject, predicate \
        FROM agent_memory.memories WHERE user_id = $1 AND embedding_model = $2 AND active ORDER BY id";
 const NEXT_IDS: &str = "SELECT nextval(pg_catalog.pg_get_serial_sequence('agent_memory.memories', 'id')) \
