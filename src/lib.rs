@@ -13,6 +13,7 @@
 use pgrx::prelude::*;
 
 pub mod api;
+pub mod catalog;
 pub mod error;
 pub mod gucs;
 pub mod json;

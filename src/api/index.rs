@@ -11,9 +11,6 @@ use pgrx::PgSqlErrorCode;
 use crate::error::{first_value, spi, MemoryError, OrRaise, Result};
 
 const INDEX_NAME: &str = "SELECT 'memories_hnsw_' || left(md5($1), 16)";
-const MODEL_DIMS: &str = "SELECT dimensions FROM agent_memory.embedding_models WHERE name = $1";
-const VECTOR_SCHEMA: &str = "SELECT n.nspname::text FROM pg_catalog.pg_extension e \
-     JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'vector'";
 const INDEX_EXISTS: &str = "SELECT to_regclass(format('agent_memory.%I', $1)) IS NOT NULL";
 
 /// The model's index name, its dimension and pgvector's schema, when the index exists.
@@ -27,11 +24,9 @@ pub fn model_index(client: &mut pgrx::spi::SpiClient<'_>, model: &str) -> Result
     if !exists {
         return Ok(None);
     }
-    let dims: Option<i32> = first_value(crate::plans::run(client, MODEL_DIMS, &[model.into()]).map_err(spi("reading the model"))?)
-        .map_err(spi("reading the model"))?;
-    let schema: Option<String> = first_value(crate::plans::run(client, VECTOR_SCHEMA, &[]).map_err(spi("finding pgvector"))?)
-        .map_err(spi("finding pgvector"))?;
-    Ok(dims.zip(schema).map(|(d, s)| (d as usize, s)))
+    let dims = crate::catalog::model_dims(client, model)?;
+    let schema = crate::catalog::vector_schema(client)?;
+    Ok(dims.zip(schema))
 }
 
 fn create(model: Option<&str>, m: i32, ef_construction: i32) -> Result<String> {
@@ -43,18 +38,14 @@ fn create(model: Option<&str>, m: i32, ef_construction: i32) -> Result<String> {
             .hint("Use m between 2 and 100 and ef_construction between 4 and 1000, at least twice m (pgvector's limits)."));
     }
     Spi::connect_mut(|client| {
-        let dims: i32 = first_value(crate::plans::run(client, MODEL_DIMS, &[model.into()]).map_err(spi("reading the model"))?)
-            .map_err(spi("reading the model"))?
-            .ok_or_else(|| {
+        let dims = crate::catalog::model_dims(client, model)?.ok_or_else(|| {
                 MemoryError::new(PgSqlErrorCode::ERRCODE_NO_DATA_FOUND, format!("no memories of model \"{model}\" were written yet"))
                     .hint("The index needs the model's dimension: write the model's first memories, then create the index.")
             })?;
         let name: String = first_value(crate::plans::run(client, INDEX_NAME, &[model.into()]).map_err(spi("naming the index"))?)
             .map_err(spi("naming the index"))?
             .unwrap_or_default();
-        let schema: String = first_value(crate::plans::run(client, VECTOR_SCHEMA, &[]).map_err(spi("finding pgvector"))?)
-            .map_err(spi("finding pgvector"))?
-            .unwrap_or_else(|| "public".into());
+        let schema = crate::catalog::vector_schema(client)?.unwrap_or_else(|| "public".into());
         let vs = quote_identifier(&schema);
         // DDL takes no parameters: the name and schema are quoted identifiers, the model a quoted
         // literal, and the numbers were range-checked above.

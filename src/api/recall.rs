@@ -12,7 +12,7 @@ use pgrx::datum::TimestampWithTimeZone;
 use pgrx::prelude::*;
 
 use crate::api::decay::scorer;
-use crate::error::{first_value, spi, MemoryError, OrRaise, Result};
+use crate::error::{spi, MemoryError, OrRaise, Result};
 use crate::gucs;
 use crate::vector::{Element, HalfVec, IntoVectorDatum, Vector, VectorDatum};
 
@@ -58,8 +58,6 @@ WITH locked AS (SELECT id FROM agent_memory.memories WHERE id = ANY ($1) ORDER B
 UPDATE agent_memory.memories m SET last_hit_at = now(), hit_count = m.hit_count + 1 \
   FROM locked WHERE m.id = locked.id \
 RETURNING m.id, m.content, m.kind, m.subject, m.predicate, m.object, m.importance, m.created_at";
-
-const MODEL_DIMS: &str = "SELECT dimensions FROM agent_memory.embedding_models WHERE name = $1";
 
 fn dimension_mismatch(query: usize, model: &str, stored: usize) -> MemoryError {
     MemoryError::data_exception(format!("the query has {query} dimensions but the memories of model \"{model}\" have {stored}"))
@@ -174,11 +172,9 @@ pub fn recall(user_id: Option<&str>, query: Option<&VectorDatum>, opts: RecallOp
         }
         if seen == 0 {
             // No candidate checked the query's dimension: the model's registered one does.
-            let registered = first_value::<i32>(crate::plans::run(client, MODEL_DIMS, &[model.clone().into()]).map_err(spi("reading the model's dimension"))?)
-                .map_err(spi("reading the model's dimension"))?;
-            if let Some(d) = registered {
-                if d as usize != q.len() {
-                    return Err(dimension_mismatch(q.len(), &model, d as usize));
+            if let Some(d) = crate::catalog::model_dims(client, &model)? {
+                if d != q.len() {
+                    return Err(dimension_mismatch(q.len(), &model, d));
                 }
             }
         }

@@ -20,7 +20,7 @@ use serde::Deserialize;
 
 use crate::api::policy::check_kind;
 use crate::api::recall::{check_user, resolve_model};
-use crate::error::{first_value, spi, MemoryError, OrRaise, Result};
+use crate::error::{spi, MemoryError, OrRaise, Result};
 use crate::gucs;
 use crate::vector::{new_vector_array, HalfVec, IntoVectorDatum, Vector, VectorDatum};
 
@@ -107,7 +107,6 @@ struct Pending {
 }
 
 const LOCK_USER: &str = "SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtextextended('agent_memory.user:' || $1, 0))";
-const MODEL_DIMS: &str = "SELECT dimensions FROM agent_memory.embedding_models WHERE name = $1";
 const LOAD_KEYS: &str = "SELECT m.id, m.version, m.subject, m.predicate, m.object, m.kind = 'episodic' \
        FROM agent_memory.memories m \
       WHERE m.user_id = $1 AND m.active AND m.subject IS NOT NULL AND m.predicate IS NOT NULL \
@@ -179,9 +178,7 @@ impl<'a, 'c> Reconciler<'a, 'c> {
     /// Locks the user and reads the model's dimension.
     pub fn new(client: &'a mut SpiClient<'c>, user: &str, model: &str) -> Result<Self> {
         crate::plans::run(client, LOCK_USER, &[user.into()]).map_err(spi("locking the user"))?;
-        let dims = first_value::<i32>(crate::plans::run(client, MODEL_DIMS, &[model.into()]).map_err(spi("reading the model's dimension"))?)
-            .map_err(spi("reading the model's dimension"))?
-            .map(|d| d as usize);
+        let dims = crate::catalog::model_dims(client, model)?;
         Ok(Reconciler {
             client,
             user: user.to_string(),
