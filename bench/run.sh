@@ -3,11 +3,20 @@
 #   bench/run.sh write     write path: reconcile latency, batch throughput, COPY vs INSERT
 #   bench/run.sh recall    recall: memory_recall vs reference SQL vs plain HNSW vs exact ranking
 #   bench/run.sh storage   storage of 512-d embeddings: EXTERNAL vs in line vs PLAIN vs halfvec
+#   bench/run.sh maintain  memory_forget and memory_consolidate on 1,000,000 memories
+#   bench/run.sh evict     the eviction simulation: six policies, three question streams (no server)
 # Figures are printed and written under target/agent_memory/.
 source "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib.sh"
 which="${1:-write}"
-bash "$ROOT/scripts/setup.sh" >/dev/null
 cd "$ROOT"
+if [ "$which" = evict ]; then
+  # A simulation in memory: no server, only the policy code of agent_memory_core.
+  mkdir -p "$ROOT/target/agent_memory"
+  cargo build --release -p agent_memory_bench --bin evict 2>&1 | tail -1
+  BENCH_OUT="$ROOT/target/agent_memory/bench-evict.md" "$ROOT/target/release/evict"
+  exit 0
+fi
+bash "$ROOT/scripts/setup.sh" >/dev/null
 install_extension
 PORT="${AGENT_MEMORY_BENCH_PORT:-28817}"
 DATA="$(server_dir bench)/data"

@@ -43,6 +43,7 @@ CREATE TABLE agent_memory.memories (
     created_at      timestamptz NOT NULL DEFAULT now(),
     last_hit_at     timestamptz NOT NULL DEFAULT now(),
     hit_count       integer     NOT NULL DEFAULT 0 CHECK (hit_count >= 0),
+    archived_at     timestamptz,
     metadata        jsonb       NOT NULL DEFAULT '{}',
     CHECK (active OR retired_at IS NOT NULL),
     CHECK (NOT (protected AND NOT active AND retired_reason IN ('expired', 'evicted')))
@@ -69,7 +70,7 @@ COMMENT ON COLUMN agent_memory.memories.protected IS 'Hard fact (identity, time 
 COMMENT ON COLUMN agent_memory.memories.source IS 'Where the memory came from (free text: a tool, a conversation, an import).';
 COMMENT ON COLUMN agent_memory.memories.source_turn_id IS 'The conversation turn the memory was drawn from, if any.';
 COMMENT ON COLUMN agent_memory.memories.active IS 'Whether recall sees the memory; false once retired (never deleted on retirement).';
-COMMENT ON COLUMN agent_memory.memories.retired_reason IS 'Why the memory was retired (superseded, deleted, expired, evicted, merged, ...).';
+COMMENT ON COLUMN agent_memory.memories.retired_reason IS 'Why the memory was retired: superseded, deleted, expired, evicted, merged, or summarized (evidence of a summary, kept as long as the summary).';
 COMMENT ON COLUMN agent_memory.memories.retired_at IS 'When the memory was retired; the purge deletes it after the regret window.';
 COMMENT ON COLUMN agent_memory.memories.superseded_by IS 'The memory that replaced this one, when an update retired it.';
 COMMENT ON COLUMN agent_memory.memories.version IS 'Version for conditional updates; managed by the trigger: every write to the memory increments it, a recall''s touch does not.';
@@ -77,7 +78,8 @@ COMMENT ON COLUMN agent_memory.memories.valid_until IS 'When the fact stops bein
 COMMENT ON COLUMN agent_memory.memories.expires_at IS 'When retention ends; recall skips it after, forgetting retires it. Left NULL on insert: created_at + memory_retention(...); ''infinity'' keeps it; always NULL for protected facts.';
 COMMENT ON COLUMN agent_memory.memories.created_at IS 'When the memory was written.';
 COMMENT ON COLUMN agent_memory.memories.last_hit_at IS 'When recall last returned it (or when written); the age decay counts from.';
-COMMENT ON COLUMN agent_memory.memories.hit_count IS 'How often recall returned it (touch => false does not count).';
+COMMENT ON COLUMN agent_memory.memories.hit_count IS 'How often recall returned it (touch => false does not count); forgetting halves it every agent_memory.hit_halflife, so old popularity fades.';
+COMMENT ON COLUMN agent_memory.memories.archived_at IS 'When consolidation cold-archived the memory (a one-off: never recalled, never rewritten); recall skips it unless archived => true. A rewrite brings it back.';
 COMMENT ON COLUMN agent_memory.memories.metadata IS 'Free-form JSON of the application.';
 
 -- The recall path: one user's active memories of one model, user first. last_hit_at and
@@ -93,6 +95,11 @@ CREATE INDEX memories_user_content_hash ON agent_memory.memories (user_id, md5(c
 -- table once per deleted row.
 CREATE INDEX memories_superseded_by ON agent_memory.memories (superseded_by) WHERE superseded_by IS NOT NULL;
 CREATE INDEX memories_source_turn ON agent_memory.memories (source_turn_id) WHERE source_turn_id IS NOT NULL;
+-- Forgetting finds what has expired, and what has been retired longer than the regret window,
+-- without reading the live rows.
+CREATE INDEX memories_deadline ON agent_memory.memories (least(expires_at, valid_until))
+    WHERE active AND NOT protected AND (expires_at IS NOT NULL OR valid_until IS NOT NULL);
+CREATE INDEX memories_retired ON agent_memory.memories (retired_at) WHERE NOT active;
 
 -- Every embedding model in use, with its dimension: one model, one dimension. Rows are added by
 -- the first write of a model.
@@ -154,12 +161,19 @@ BEGIN
         END IF;
         IF (NEW.user_id, NEW.kind, NEW.subject, NEW.predicate, NEW.object, NEW.content, NEW.emb,
             NEW.embedding_model, NEW.importance, NEW.protected, NEW.source, NEW.source_turn_id, NEW.active,
-            NEW.retired_reason, NEW.retired_at, NEW.superseded_by, NEW.valid_until, NEW.expires_at, NEW.metadata)
+            NEW.retired_reason, NEW.retired_at, NEW.superseded_by, NEW.valid_until, NEW.expires_at, NEW.metadata,
+            NEW.archived_at)
            IS DISTINCT FROM
            (OLD.user_id, OLD.kind, OLD.subject, OLD.predicate, OLD.object, OLD.content, OLD.emb,
             OLD.embedding_model, OLD.importance, OLD.protected, OLD.source, OLD.source_turn_id, OLD.active,
-            OLD.retired_reason, OLD.retired_at, OLD.superseded_by, OLD.valid_until, OLD.expires_at, OLD.metadata) THEN
+            OLD.retired_reason, OLD.retired_at, OLD.superseded_by, OLD.valid_until, OLD.expires_at, OLD.metadata,
+            OLD.archived_at) THEN
             NEW.version := OLD.version + 1;
+            -- A rewrite of an archived memory (a reconcile that restates it, an update) brings it
+            -- back into recall; the archiving itself sets archived_at.
+            IF OLD.archived_at IS NOT NULL AND NEW.archived_at IS NOT DISTINCT FROM OLD.archived_at AND NEW.active THEN
+                NEW.archived_at := NULL;
+            END IF;
         ELSE
             NEW.version := OLD.version;
         END IF;
@@ -180,3 +194,69 @@ $do$;
 
 CREATE TRIGGER memories_before_write BEFORE INSERT OR UPDATE ON agent_memory.memories
     FOR EACH ROW EXECUTE FUNCTION agent_memory.memories_before_write();
+
+-- Bookkeeping of forgetting and consolidation: one row per run, by a worker or by hand.
+CREATE TABLE agent_memory.runs (
+    id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    job         text        NOT NULL CHECK (job IN ('forget', 'consolidate')),
+    started_at  timestamptz NOT NULL DEFAULT clock_timestamp(),
+    finished_at timestamptz,
+    status      text        NOT NULL DEFAULT 'running' CHECK (status IN ('running', 'succeeded', 'failed')),
+    dry_run     boolean     NOT NULL DEFAULT false,
+    by_worker   boolean     NOT NULL DEFAULT false,
+    pid         integer     NOT NULL DEFAULT pg_backend_pid(),
+    steps       jsonb       NOT NULL DEFAULT '{}',
+    error       text,
+    CHECK ((status = 'running') = (finished_at IS NULL))
+);
+COMMENT ON TABLE agent_memory.runs IS
+    'One row per forgetting or consolidation run: job, start, end, status, rows per step (steps), error. A run left running by a crash is marked failed when the worker starts again.';
+CREATE INDEX runs_job_started ON agent_memory.runs (job, started_at DESC);
+
+-- When periodic work was last done (the halving of hit counts).
+CREATE TABLE agent_memory.maintenance_state (
+    name    text        PRIMARY KEY,
+    done_at timestamptz NOT NULL
+);
+COMMENT ON TABLE agent_memory.maintenance_state IS 'When periodic maintenance (such as the halving of hit counts) was last done.';
+
+-- Per-user counts: what is live, what is protected, archived, kept as evidence, and retired by reason.
+CREATE VIEW agent_memory.memory_stats AS
+SELECT m.user_id,
+       count(*) FILTER (WHERE m.active)                                  AS active,
+       count(*) FILTER (WHERE m.active AND m.protected)                  AS protected,
+       count(*) FILTER (WHERE m.active AND m.archived_at IS NOT NULL)    AS archived,
+       count(*) FILTER (WHERE NOT m.active AND m.retired_reason = 'summarized') AS evidence,
+       count(*) FILTER (WHERE NOT m.active)                              AS retired,
+       coalesce((SELECT jsonb_object_agg(r.reason, r.n ORDER BY r.reason)
+                   FROM (SELECT coalesce(x.retired_reason, 'unknown') AS reason, count(*) AS n
+                           FROM agent_memory.memories x
+                          WHERE x.user_id = m.user_id AND NOT x.active
+                          GROUP BY 1) r), '{}'::jsonb)                  AS retired_by_reason
+  FROM agent_memory.memories m
+ GROUP BY m.user_id;
+COMMENT ON VIEW agent_memory.memory_stats IS 'Per user: active, protected, archived, evidence and retired memories, and the retired ones by reason.';
+
+-- The last runs of each job, newest first.
+CREATE VIEW agent_memory.last_runs AS
+SELECT r.job, r.id, r.started_at, r.finished_at, r.finished_at - r.started_at AS duration,
+       r.status, r.dry_run, r.by_worker, r.steps, r.error
+  FROM (SELECT x.*, row_number() OVER (PARTITION BY x.job ORDER BY x.started_at DESC, x.id DESC) AS n
+          FROM agent_memory.runs x) r
+ WHERE r.n <= 10;
+COMMENT ON VIEW agent_memory.last_runs IS 'The last 10 runs of each job (forget, consolidate), newest first.';
+
+-- The evidence of a summary: the episodic memories consolidation summarised into it. Recall
+-- skips them; they stay as long as the summary does.
+CREATE FUNCTION agent_memory.memory_evidence(memory_id bigint)
+RETURNS TABLE (id bigint, kind text, subject text, content text, created_at timestamptz, retired_at timestamptz)
+LANGUAGE sql STABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog
+AS $$
+    SELECT m.id, m.kind, m.subject, m.content, m.created_at, m.retired_at
+      FROM agent_memory.memories m
+     WHERE m.superseded_by = memory_id AND m.retired_reason = 'summarized'
+     ORDER BY m.created_at, m.id
+$$;
+COMMENT ON FUNCTION agent_memory.memory_evidence(bigint) IS
+    'The memories a summary was made from (evidence), oldest first; recall skips them.';

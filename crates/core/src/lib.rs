@@ -8,9 +8,13 @@
 //! * [`topk`]: bounded top-k selection with a deterministic order;
 //! * [`vecmath`]: dot products, norms and validation of embeddings;
 //! * [`policy`]: importance when none is given, and retention;
-//! * [`reconcile`]: the ADD / UPDATE / DELETE / NONE decision for a candidate fact.
+//! * [`reconcile`]: the ADD / UPDATE / DELETE / NONE decision for a candidate fact;
+//! * [`forget`]: the retention score and the choice of what to evict;
+//! * [`consolidate`]: near-duplicate clustering, the extractive summariser, summary embeddings.
 
+pub mod consolidate;
 pub mod decay;
+pub mod forget;
 pub mod policy;
 pub mod reconcile;
 pub mod topk;
