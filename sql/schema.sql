@@ -202,7 +202,6 @@ CREATE TABLE agent_memory.runs (
     started_at  timestamptz NOT NULL DEFAULT clock_timestamp(),
     finished_at timestamptz,
     status      text        NOT NULL DEFAULT 'running' CHECK (status IN ('running', 'succeeded', 'failed')),
-    dry_run     boolean     NOT NULL DEFAULT false,
     by_worker   boolean     NOT NULL DEFAULT false,
     pid         integer     NOT NULL DEFAULT pg_backend_pid(),
     steps       jsonb       NOT NULL DEFAULT '{}',
@@ -240,7 +239,7 @@ COMMENT ON VIEW agent_memory.memory_stats IS 'Per user: active, protected, archi
 -- The last runs of each job, newest first.
 CREATE VIEW agent_memory.last_runs AS
 SELECT r.job, r.id, r.started_at, r.finished_at, r.finished_at - r.started_at AS duration,
-       r.status, r.dry_run, r.by_worker, r.steps, r.error
+       r.status, r.by_worker, r.steps, r.error
   FROM (SELECT x.*, row_number() OVER (PARTITION BY x.job ORDER BY x.started_at DESC, x.id DESC) AS n
           FROM agent_memory.runs x) r
  WHERE r.n <= 10;

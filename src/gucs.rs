@@ -77,6 +77,41 @@ static EXACT_LIMIT: GucSetting<i32> = GucSetting::<i32>::new(20_000);
 /// `agent_memory.approximate_candidates`: candidates the approximate path fetches by similarity (default 2,000).
 static APPROXIMATE_CANDIDATES: GucSetting<i32> = GucSetting::<i32>::new(2_000);
 
+// --- Forgetting and consolidation (the background workers and memory_forget / memory_consolidate).
+
+/// `agent_memory.worker_databases`: databases the workers work in, comma-separated (server start only; default `postgres`).
+static WORKER_DATABASES: GucSetting<Option<std::ffi::CString>> = GucSetting::<Option<std::ffi::CString>>::new(Some(c"postgres"));
+/// `agent_memory.worker_role`: the role the workers' passes run as (default empty: the extension's owner).
+static WORKER_ROLE: GucSetting<Option<std::ffi::CString>> = GucSetting::<Option<std::ffi::CString>>::new(None);
+/// `agent_memory.workers_enabled`: whether the workers run passes (default on).
+static WORKERS_ENABLED: GucSetting<bool> = GucSetting::<bool>::new(true);
+/// `agent_memory.forget_interval`: time between forgetting passes (seconds; default 10 min).
+static FORGET_INTERVAL: GucSetting<i32> = GucSetting::<i32>::new(600);
+/// `agent_memory.consolidate_interval`: time between consolidation passes (seconds; default 1 day).
+static CONSOLIDATE_INTERVAL: GucSetting<i32> = GucSetting::<i32>::new(86_400);
+/// `agent_memory.batch_pause`: pause of a worker between two batches (milliseconds; default 0).
+static BATCH_PAUSE: GucSetting<i32> = GucSetting::<i32>::new(0);
+/// `agent_memory.capacity`: most active memories per user; forgetting evicts above it (default 400; 0 = no limit).
+static CAPACITY: GucSetting<i32> = GucSetting::<i32>::new(400);
+/// `agent_memory.regret_window`: how long retired memories stay before the purge deletes them (minutes; default 30 days).
+static REGRET_WINDOW: GucSetting<i32> = GucSetting::<i32>::new(30 * 24 * 60);
+/// `agent_memory.batch_size`: most rows one batch changes (default 5,000).
+static BATCH_SIZE: GucSetting<i32> = GucSetting::<i32>::new(5_000);
+/// `agent_memory.hit_halflife`: hit counts are halved this often (minutes; default 7 days).
+static HIT_HALFLIFE: GucSetting<i32> = GucSetting::<i32>::new(7 * 24 * 60);
+/// `agent_memory.recency_halflife`: the recency term of the retention score halves after this long without a hit (minutes; default 7 days).
+static RECENCY_HALFLIFE: GucSetting<i32> = GucSetting::<i32>::new(7 * 24 * 60);
+/// `agent_memory.summarize_after`: episodic memories older than this are summarised (minutes; default 30 days).
+static SUMMARIZE_AFTER: GucSetting<i32> = GucSetting::<i32>::new(30 * 24 * 60);
+/// `agent_memory.summarize_min_fragments`: fewest old episodes of one user and group worth a summary (default 2).
+static SUMMARIZE_MIN_FRAGMENTS: GucSetting<i32> = GucSetting::<i32>::new(2);
+/// `agent_memory.summarizer`: a SQL function `(user_id text, contents text[]) returns text` (default empty: the built-in extractive summariser).
+static SUMMARIZER: GucSetting<Option<std::ffi::CString>> = GucSetting::<Option<std::ffi::CString>>::new(None);
+/// `agent_memory.archive_after`: one-off memories (never recalled, never rewritten) older than this are archived (minutes; default 30 days).
+static ARCHIVE_AFTER: GucSetting<i32> = GucSetting::<i32>::new(30 * 24 * 60);
+/// `agent_memory.archive_importance`: the importance an archived memory drops to (default 0.05).
+static ARCHIVE_IMPORTANCE: GucSetting<f64> = GucSetting::<f64>::new(0.05);
+
 /// Registers every setting. Called once from `_PG_init`.
 pub fn init() {
     GucRegistry::define_enum_guc(
@@ -275,6 +310,7 @@ pub fn init() {
         GucContext::Userset,
         GucFlags::default(),
     );
+    define_worker_settings();
     reserve_prefix();
 }
 
@@ -353,4 +389,252 @@ pub fn exact_limit() -> usize {
 
 pub fn approximate_candidates() -> i64 {
     APPROXIMATE_CANDIDATES.get() as i64
+}
+
+fn define_worker_settings() {
+    GucRegistry::define_string_guc(
+        c"agent_memory.worker_databases",
+        c"Databases the forgetting and consolidation workers work in, comma-separated.",
+        c"One worker per database, started with the server; a database without the extension is checked again at every interval.",
+        &WORKER_DATABASES,
+        GucContext::Postmaster,
+        GucFlags::default(),
+    );
+    GucRegistry::define_string_guc(
+        c"agent_memory.worker_role",
+        c"The role the workers' passes run as.",
+        c"Empty: the owner of the extension in each database.",
+        &WORKER_ROLE,
+        GucContext::Sighup,
+        GucFlags::default(),
+    );
+    GucRegistry::define_bool_guc(
+        c"agent_memory.workers_enabled",
+        c"Whether the background workers run forgetting and consolidation passes.",
+        c"",
+        &WORKERS_ENABLED,
+        GucContext::Sighup,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"agent_memory.forget_interval",
+        c"Time between two forgetting passes of a worker.",
+        c"",
+        &FORGET_INTERVAL,
+        1,
+        i32::MAX,
+        GucContext::Sighup,
+        GucFlags::UNIT_S,
+    );
+    GucRegistry::define_int_guc(
+        c"agent_memory.consolidate_interval",
+        c"Time between two consolidation passes of a worker.",
+        c"",
+        &CONSOLIDATE_INTERVAL,
+        1,
+        i32::MAX,
+        GucContext::Sighup,
+        GucFlags::UNIT_S,
+    );
+    GucRegistry::define_int_guc(
+        c"agent_memory.batch_pause",
+        c"Pause of a worker between two batches, to spread a pass's load.",
+        c"",
+        &BATCH_PAUSE,
+        0,
+        60_000,
+        GucContext::Sighup,
+        GucFlags::UNIT_MS,
+    );
+    GucRegistry::define_int_guc(
+        c"agent_memory.capacity",
+        c"Most active memories per user: forgetting evicts the lowest retention scores above it.",
+        c"Protected memories count but are never evicted. 0 means no limit.",
+        &CAPACITY,
+        0,
+        i32::MAX,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"agent_memory.regret_window",
+        c"How long retired memories stay before forgetting deletes them for good.",
+        c"Evidence of a summary stays as long as the summary. -1 keeps retired memories forever.",
+        &REGRET_WINDOW,
+        -1,
+        i32::MAX,
+        GucContext::Userset,
+        GucFlags::UNIT_MIN,
+    );
+    GucRegistry::define_int_guc(
+        c"agent_memory.batch_size",
+        c"Most rows one batch of forgetting or consolidation changes.",
+        c"A worker commits every batch, so a recall or reconcile waits at most for one batch.",
+        &BATCH_SIZE,
+        1,
+        5_000,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"agent_memory.hit_halflife",
+        c"Forgetting halves every hit count this often, so old popularity fades.",
+        c"",
+        &HIT_HALFLIFE,
+        1,
+        i32::MAX,
+        GucContext::Userset,
+        GucFlags::UNIT_MIN,
+    );
+    GucRegistry::define_int_guc(
+        c"agent_memory.recency_halflife",
+        c"The recency term of the retention score halves after this long without a recall.",
+        c"",
+        &RECENCY_HALFLIFE,
+        1,
+        i32::MAX,
+        GucContext::Userset,
+        GucFlags::UNIT_MIN,
+    );
+    GucRegistry::define_int_guc(
+        c"agent_memory.summarize_after",
+        c"Consolidation summarises episodic memories older than this.",
+        c"",
+        &SUMMARIZE_AFTER,
+        0,
+        i32::MAX,
+        GucContext::Userset,
+        GucFlags::UNIT_MIN,
+    );
+    GucRegistry::define_int_guc(
+        c"agent_memory.summarize_min_fragments",
+        c"Fewest old episodic memories of one user and subject that consolidation summarises.",
+        c"",
+        &SUMMARIZE_MIN_FRAGMENTS,
+        1,
+        10_000,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_string_guc(
+        c"agent_memory.summarizer",
+        c"SQL function that summarises episodic memories: (user_id text, contents text[]) returns text.",
+        c"Empty: the built-in extractive summariser. Name a function to plug in a language model.",
+        &SUMMARIZER,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"agent_memory.archive_after",
+        c"Consolidation archives one-off memories (never recalled, never rewritten) older than this.",
+        c"-1 never archives.",
+        &ARCHIVE_AFTER,
+        -1,
+        i32::MAX,
+        GucContext::Userset,
+        GucFlags::UNIT_MIN,
+    );
+    GucRegistry::define_float_guc(
+        c"agent_memory.archive_importance",
+        c"The importance an archived memory drops to.",
+        c"",
+        &ARCHIVE_IMPORTANCE,
+        0.0,
+        1.0,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+}
+
+fn text_setting(s: &GucSetting<Option<std::ffi::CString>>) -> String {
+    s.get().as_deref().map(CStr::to_string_lossy).map(|v| v.trim().to_string()).unwrap_or_default()
+}
+
+/// The databases to run workers in: trimmed, without empties or repeats, in the order given.
+pub fn worker_databases() -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for name in text_setting(&WORKER_DATABASES).split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        if !out.iter().any(|n| n == name) {
+            out.push(name.to_string());
+        }
+    }
+    out
+}
+
+/// The role to run passes as; empty for the extension's owner.
+pub fn worker_role() -> String {
+    text_setting(&WORKER_ROLE)
+}
+
+pub fn workers_enabled() -> bool {
+    WORKERS_ENABLED.get()
+}
+
+pub fn forget_interval() -> std::time::Duration {
+    std::time::Duration::from_secs(FORGET_INTERVAL.get().max(1) as u64)
+}
+
+pub fn consolidate_interval() -> std::time::Duration {
+    std::time::Duration::from_secs(CONSOLIDATE_INTERVAL.get().max(1) as u64)
+}
+
+pub fn batch_pause() -> std::time::Duration {
+    std::time::Duration::from_millis(BATCH_PAUSE.get().max(0) as u64)
+}
+
+/// The per-user capacity; `None` for no limit.
+pub fn capacity() -> Option<i64> {
+    match CAPACITY.get() {
+        0 => None,
+        c => Some(c as i64),
+    }
+}
+
+/// The regret window in minutes; `None` keeps retired memories forever.
+pub fn regret_window_minutes() -> Option<i64> {
+    match REGRET_WINDOW.get() {
+        m if m < 0 => None,
+        m => Some(m as i64),
+    }
+}
+
+pub fn batch_size() -> i64 {
+    BATCH_SIZE.get().max(1) as i64
+}
+
+pub fn hit_halflife_minutes() -> i64 {
+    HIT_HALFLIFE.get().max(1) as i64
+}
+
+/// The weights of the retention score, with the recency half-life of the setting.
+pub fn retention_weights() -> agent_memory_core::forget::RetentionWeights {
+    agent_memory_core::forget::RetentionWeights {
+        recency_halflife_hours: RECENCY_HALFLIFE.get().max(1) as f64 / 60.0,
+        ..Default::default()
+    }
+}
+
+pub fn summarize_after_minutes() -> i64 {
+    SUMMARIZE_AFTER.get().max(0) as i64
+}
+
+pub fn summarize_min_fragments() -> i64 {
+    SUMMARIZE_MIN_FRAGMENTS.get().max(1) as i64
+}
+
+/// The summariser function's name; empty for the built-in one.
+pub fn summarizer() -> String {
+    text_setting(&SUMMARIZER)
+}
+
+/// Minutes after which one-off memories are archived; `None` never archives.
+pub fn archive_after_minutes() -> Option<i64> {
+    match ARCHIVE_AFTER.get() {
+        m if m < 0 => None,
+        m => Some(m as i64),
+    }
+}
+
+pub fn archive_importance() -> f64 {
+    ARCHIVE_IMPORTANCE.get()
 }

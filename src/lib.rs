@@ -5,7 +5,9 @@
 //! * [`gucs`]: every `agent_memory.*` setting;
 //! * [`error`]: every error, with its SQLSTATE and hint;
 //! * [`plans`]: prepared statements kept for the life of the backend;
-//! * [`scan`]: the direct index scan recall reads its candidates with.
+//! * [`scan`]: the direct index scan recall reads its candidates with;
+//! * [`runs`]: how forgetting and consolidation run their batches, their lock and run rows;
+//! * [`worker`]: the background workers that run them on a schedule.
 //!
 //! The algorithms (decay, scoring, top-k, vector math) live in the `agent_memory_core` crate,
 //! with no PostgreSQL dependency.
@@ -18,8 +20,10 @@ pub mod error;
 pub mod gucs;
 pub mod json;
 pub mod plans;
+pub mod runs;
 pub mod scan;
 pub mod vector;
+pub mod worker;
 
 ::pgrx::pg_module_magic!(name, version);
 
@@ -29,6 +33,7 @@ extension_sql_file!("../sql/schema.sql", name = "schema", bootstrap);
 #[pg_guard]
 pub extern "C-unwind" fn _PG_init() {
     gucs::init();
+    worker::register();
 }
 
 /// `#[pg_test]` tests, created in a schema `tests` of the test database only.

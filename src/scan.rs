@@ -24,6 +24,11 @@ pub struct Candidate {
     /// `last_hit_at` in PostgreSQL's microseconds since 2000-01-01.
     pub last_hit: i64,
     pub episodic: bool,
+    /// `created_at`, in the same unit as `last_hit`.
+    pub created: i64,
+    pub protected: bool,
+    /// Whether consolidation archived it (`archived_at` is set).
+    pub archived: bool,
     /// The `emb` datum, pointing into the pinned buffer (or a toast pointer).
     pub emb: pg_sys::Datum,
 }
@@ -38,6 +43,9 @@ struct Columns {
     valid_until: usize,
     expires_at: usize,
     last_hit_at: usize,
+    created_at: usize,
+    protected: usize,
+    archived_at: usize,
     max: i32,
 }
 
@@ -180,10 +188,25 @@ pub fn for_each_candidate(
         valid_until: attnum(rel_oid, c"valid_until")?,
         expires_at: attnum(rel_oid, c"expires_at")?,
         last_hit_at: attnum(rel_oid, c"last_hit_at")?,
+        created_at: attnum(rel_oid, c"created_at")?,
+        protected: attnum(rel_oid, c"protected")?,
+        archived_at: attnum(rel_oid, c"archived_at")?,
         max: 0,
     };
     let cols = Columns {
-        max: [cols.id, cols.kind, cols.emb, cols.importance, cols.active, cols.valid_until, cols.expires_at, cols.last_hit_at]
+        max: [
+            cols.id,
+            cols.kind,
+            cols.emb,
+            cols.importance,
+            cols.active,
+            cols.valid_until,
+            cols.expires_at,
+            cols.last_hit_at,
+            cols.created_at,
+            cols.protected,
+            cols.archived_at,
+        ]
             .into_iter()
             .max()
             .unwrap_or(1) as i32,
@@ -226,6 +249,9 @@ pub fn for_each_candidate(
                 importance: get(cols.importance).map(|d| f32::from_bits(d.value() as u32)).unwrap_or(0.0),
                 last_hit: get(cols.last_hit_at).map(|d| d.value() as i64).unwrap_or(now),
                 episodic: kind == "episodic",
+                created: get(cols.created_at).map(|d| d.value() as i64).unwrap_or(now),
+                protected: get(cols.protected).map(|d| d.value() != 0).unwrap_or(false),
+                archived: get(cols.archived_at).is_some(),
                 emb,
             };
             if !f(&c)? {
@@ -236,4 +262,29 @@ pub fn for_each_candidate(
     }
     drop(s);
     Ok(true)
+}
+
+/// Runs `f` with an active snapshot that sees every change this transaction has made so far,
+/// as each SPI statement does. A function that writes through SPI and then scans with
+/// [`for_each_candidate`] needs it: the calling statement's snapshot predates those writes.
+pub fn with_fresh_snapshot<R>(f: impl FnOnce() -> R) -> R {
+    struct Pop;
+    impl Drop for Pop {
+        fn drop(&mut self) {
+            if !std::thread::panicking() {
+                // SAFETY: pops the snapshot pushed below; on an error the transaction abort
+                // unwinds the snapshot stack instead.
+                unsafe { pg_sys::PopActiveSnapshot() };
+            }
+        }
+    }
+    // SAFETY: inside a transaction (a SQL call or a worker's unit of work): make earlier
+    // commands visible, then push a snapshot with the current command id, as SPI does.
+    unsafe {
+        pg_sys::CommandCounterIncrement();
+        pg_sys::PushActiveSnapshot(pg_sys::GetTransactionSnapshot());
+        pg_sys::UpdateActiveSnapshotCommandId();
+    }
+    let _pop = Pop;
+    f()
 }

@@ -14,4 +14,4 @@ SELECT p.proname, array_to_string((p.proargtypes::oid[]::regtype[])[0:5], ', ') 
   FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
  WHERE n.nspname = 'agent_memory' ORDER BY 1, 2;
 -- Every setting, with its default.
-SELECT name, setting, unit, context FROM pg_settings WHERE name LIKE 'agent_memory.%' ORDER BY 1;
+SELECT name, boot_val AS default, unit, context FROM pg_settings WHERE name LIKE 'agent_memory.%' ORDER BY 1;

@@ -2,7 +2,9 @@
 //! arguments, moves data in and out of PostgreSQL, and calls the algorithms in
 //! `agent_memory_core`.
 
+pub mod consolidate;
 pub mod decay;
+pub mod forget;
 pub mod index;
 pub mod policy;
 pub mod reconcile;

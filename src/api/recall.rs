@@ -24,6 +24,7 @@ pub struct RecallOptions<'a> {
     pub min_similarity: Option<f64>,
     pub decay: Option<&'a str>,
     pub touch: Option<bool>,
+    pub archived: Option<bool>,
 }
 
 /// One returned memory.
@@ -123,6 +124,7 @@ pub fn recall(user_id: Option<&str>, query: Option<&VectorDatum>, opts: RecallOp
     }
     let kinds: Option<Vec<String>> = opts.kinds.map(|ks| ks.into_iter().flatten().collect());
     let touch = opts.touch.unwrap_or(true);
+    let include_archived = opts.archived.unwrap_or(false);
     let (floor_semantic, floor_episodic) = (gucs::decay_floor(false), gucs::decay_floor(true));
 
     Spi::connect_mut(|client| {
@@ -134,6 +136,9 @@ pub fn recall(user_id: Option<&str>, query: Option<&VectorDatum>, opts: RecallOp
         // SAFETY: reads the start time of the transaction, which is what now() returns.
         let now = unsafe { pgrx::pg_sys::GetCurrentTransactionStartTimestamp() };
         let complete = crate::scan::for_each_candidate(&user, &model, kinds.as_deref(), now, |c| {
+            if c.archived && !include_archived {
+                return Ok(true);
+            }
             seen += 1;
             if seen == CHECK_SIZE_AT.min(exact_limit) + 1 {
                 // Possibly a large user: if the model has an HNSW index and the user has more
@@ -163,7 +168,7 @@ pub fn recall(user_id: Option<&str>, query: Option<&VectorDatum>, opts: RecallOp
         let mut path = "exact";
         if !complete {
             if let Some((dims, schema)) = &index {
-                top = approximate(client, &user, &model, &kinds, &q, *dims, schema, k, |similarity, age_hours, importance, episodic| {
+                top = approximate(client, &user, &model, &kinds, include_archived, &q, *dims, schema, k, |similarity, age_hours, importance, episodic| {
                     let floor = if episodic { floor_episodic } else { floor_semantic };
                     scorer.score(similarity, age_hours, importance, floor)
                 }, min_similarity, now)?;
@@ -234,6 +239,7 @@ fn approximate(
     user: &str,
     model: &str,
     kinds: &Option<Vec<String>>,
+    include_archived: bool,
     q: &[f32],
     dims: usize,
     vector_schema: &str,
@@ -264,7 +270,7 @@ fn approximate(
         "SELECT m.id, m.importance, m.last_hit_at, m.kind = 'episodic', m.emb FROM agent_memory.memories m \
           WHERE m.user_id = $1 AND m.embedding_model = $2 AND m.active \
             AND (m.expires_at IS NULL OR m.expires_at > now()) AND (m.valid_until IS NULL OR m.valid_until > now()) \
-            AND ($3::text[] IS NULL OR m.kind = ANY ($3::text[])) \
+            AND ($3::text[] IS NULL OR m.kind = ANY ($3::text[])) AND ($6 OR m.archived_at IS NULL) \
           ORDER BY m.emb::{vs}.vector({dims}) <=> $4::{vs}.vector({dims}) LIMIT $5"
     );
     let oid = crate::vector::vector_type_oid()?;
@@ -274,7 +280,7 @@ fn approximate(
     let mut scratch = Vec::new();
     {
         let mut table = client
-            .select(sql.as_str(), None, &[user.into(), model.into(), kinds.clone().into(), qd, n.into()])
+            .select(sql.as_str(), None, &[user.into(), model.into(), kinds.clone().into(), qd, n.into(), include_archived.into()])
             .map_err(spi("reading the index's candidates"))?;
         while table.next().is_some() {
             let raw = |i: usize| table.get_datum_by_ordinal(i).map_err(spi("reading a candidate"));
@@ -327,6 +333,7 @@ macro_rules! memory_recall_for {
             min_similarity: default!(Option<f64>, "NULL"),
             decay: default!(Option<&str>, "NULL"),
             touch: default!(Option<bool>, true),
+            archived: default!(Option<bool>, false),
         ) -> TableIterator<
             'static,
             (
@@ -343,7 +350,7 @@ macro_rules! memory_recall_for {
                 name!(path, String),
             ),
         > {
-            let opts = RecallOptions { k, model, kinds, min_similarity, decay, touch };
+            let opts = RecallOptions { k, model, kinds, min_similarity, decay, touch, archived };
             let query = query.map(|q| q.into_vector_datum().or_raise());
             let rows = recall(user_id, query.as_ref(), opts).or_raise();
             TableIterator::new(rows.into_iter().map(|r| {
@@ -357,7 +364,8 @@ memory_recall_for!(
     /// The `k` best memories of `user_id` for `query`, best first: score = cosine similarity ×
     /// decay(time since last recalled) × importance factor. Exact: every active, unexpired memory
     /// of the user and the query's embedding model is scored. `touch => false` leaves `last_hit_at`
-    /// and `hit_count` alone (for exports and scans); `decay => 'none'` ranks by similarity alone.
+    /// and `hit_count` alone (for exports and scans); `decay => 'none'` ranks by similarity alone;
+    /// `archived => true` includes memories consolidation archived.
     memory_recall,
     Vector
 );

@@ -14,7 +14,7 @@ pub fn cluster_near_duplicates<V: AsRef<[f32]>>(vectors: &[V], threshold: f64) -
         let v = v.as_ref();
         let found = keepers.iter().copied().find(|&k| {
             let other = vectors[k].as_ref();
-            other.len() == v.len() && vecmath::dot(other, v) >= threshold
+            other.len() == v.len() && vecmath::dot_fast(other, v) >= threshold
         });
         match found {
             Some(k) => keeper_of.push(k),

@@ -1,0 +1,399 @@
+//! `agent_memory.memory_consolidate(dry_run)`: what the consolidation worker runs.
+//!
+//! Steps, in order:
+//! 1. `merge_duplicates`: per user, model and (predicate, object), keep the newest memory, raise
+//!    its importance by 0.1 per memory merged into it, and retire the rest pointing to it
+//!    (reason `merged`);
+//! 2. `merge_similar`: semantic memories of one user whose embeddings have a cosine similarity of
+//!    at least `agent_memory.merge_similarity` merge the same way into the newest;
+//! 3. `summarize`: episodic memories older than `agent_memory.summarize_after`, per user, model
+//!    and subject, become one semantic summary (the summariser of `agent_memory.summarizer`, or
+//!    the built-in extractive one; its embedding is the normalised mean of theirs); the
+//!    originals move to the evidence state (reason `summarized`, pointing to the summary), which
+//!    recall skips and `memory_evidence` lists;
+//! 4. `archive`: one-off memories (never recalled, never rewritten, older than
+//!    `agent_memory.archive_after`) drop to `agent_memory.archive_importance` and leave default
+//!    recall.
+//!
+//! Nothing is deleted. With `dry_run`, each step counts what it would change.
+
+use std::collections::HashSet;
+
+use agent_memory_core::consolidate::{cluster_near_duplicates, extractive_summary, mean_direction, summary_budget};
+use agent_memory_core::vecmath;
+use pgrx::prelude::*;
+use pgrx::spi::SpiClient;
+
+use crate::error::{first_value, spi, MemoryError, OrRaise, Result};
+use crate::gucs;
+use crate::runs::{self, until_done, Driver, Job, Steps};
+use crate::vector::{Element, VectorDatum};
+
+/// Groups of duplicates: ids newest first. Objects compare without case or surrounding blanks,
+/// as in reconciliation.
+const DUPLICATE_GROUPS: &str = "\
+SELECT array_agg(m.id ORDER BY m.created_at DESC, m.id DESC) \
+  FROM agent_memory.memories m \
+ WHERE m.active AND m.predicate IS NOT NULL AND m.object IS NOT NULL \
+ GROUP BY m.user_id, m.embedding_model, m.predicate, lower(btrim(m.object)) \
+HAVING count(*) > 1";
+
+/// Retires `$1[i]` in favour of `$2[i]` (when both are still active) and raises each keeper's
+/// importance by 0.1 per memory merged into it; a keeper inherits protection.
+const MERGE_BATCH: &str = "\
+WITH x AS (SELECT * FROM unnest($1::bigint[], $2::bigint[]) AS x(id, keeper)), \
+     live AS (SELECT k.id FROM agent_memory.memories k WHERE k.id = ANY ($2::bigint[]) AND k.active), \
+     r AS (UPDATE agent_memory.memories m \
+              SET active = false, retired_reason = 'merged', retired_at = now(), superseded_by = x.keeper \
+             FROM x WHERE m.id = x.id AND m.active AND m.id <> x.keeper AND x.keeper IN (SELECT id FROM live) \
+           RETURNING x.keeper, m.protected), \
+     g AS (SELECT r.keeper, count(*) AS n, bool_or(r.protected) AS prot FROM r GROUP BY r.keeper), \
+     u AS (UPDATE agent_memory.memories m \
+              SET importance = least(1, m.importance + 0.1 * g.n), protected = m.protected OR g.prot \
+             FROM g WHERE m.id = g.keeper RETURNING 1) \
+SELECT (SELECT count(*) FROM r), (SELECT count(*) FROM u)";
+
+const USERS_AND_MODELS: &str = "\
+SELECT DISTINCT m.user_id, m.embedding_model FROM agent_memory.memories m WHERE m.active ORDER BY 1, 2";
+
+/// Old episodic memories per user, model and subject: ids oldest first.
+const SUMMARY_GROUPS: &str = "\
+SELECT array_agg(m.id ORDER BY m.created_at, m.id) \
+  FROM agent_memory.memories m \
+ WHERE m.active AND m.kind = 'episodic' AND m.created_at < now() - make_interval(mins => $1) \
+ GROUP BY m.user_id, m.embedding_model, m.subject \
+HAVING count(*) >= $2";
+
+const SUMMARY_SOURCES: &str = "\
+SELECT m.id, m.user_id, m.embedding_model, m.subject, m.content, m.importance, m.emb \
+  FROM agent_memory.memories m WHERE m.id = ANY ($1) AND m.active AND m.kind = 'episodic' \
+ ORDER BY m.created_at, m.id FOR UPDATE";
+
+const INSERT_SUMMARY: &str = "\
+INSERT INTO agent_memory.memories (user_id, kind, subject, content, emb, embedding_model, importance, source, metadata) \
+VALUES ($1, 'semantic', $2, $3, $4, $5, $6, 'consolidation', jsonb_build_object('summary_of', $7::integer)) \
+RETURNING id";
+
+const RETIRE_EVIDENCE: &str = "\
+UPDATE agent_memory.memories m SET active = false, retired_reason = 'summarized', retired_at = now(), superseded_by = $2 \
+ WHERE m.id = ANY ($1) AND m.active";
+
+/// One-off memories: never recalled, never rewritten (version 1), old, not protected.
+const ARCHIVE_BATCH: &str = "\
+WITH c AS (SELECT m.id FROM agent_memory.memories m \
+            WHERE m.active AND NOT m.protected AND m.archived_at IS NULL AND m.hit_count = 0 AND m.version = 1 \
+              AND m.created_at < now() - make_interval(mins => $2) \
+            ORDER BY m.id LIMIT $1 FOR UPDATE SKIP LOCKED), \
+     u AS (UPDATE agent_memory.memories m SET archived_at = now(), importance = least(m.importance, $3::real) \
+             FROM c WHERE m.id = c.id RETURNING 1) \
+SELECT count(*) FROM u";
+const ARCHIVE_CANDIDATES: &str = "\
+SELECT m.id FROM agent_memory.memories m \
+ WHERE m.active AND NOT m.protected AND m.archived_at IS NULL AND m.hit_count = 0 AND m.version = 1 \
+   AND m.created_at < now() - make_interval(mins => $1)";
+
+/// Rows a batch of `merge_similar` may read before it writes, so no batch runs long.
+const SIMILAR_SCAN_ROWS: usize = 50_000;
+
+/// Most episodes one summary is made from.
+const MAX_SUMMARY_SOURCES: usize = 1000;
+
+/// What a dry run's earlier steps would have changed, so later steps do not count it twice.
+#[derive(Default)]
+struct WouldChange {
+    retired: HashSet<i64>,
+    rewritten: HashSet<i64>,
+}
+
+fn ids_of(client: &mut SpiClient<'_>, sql: &'static str, args: &[pgrx::datum::DatumWithOid<'_>], what: &'static str) -> Result<Vec<Vec<i64>>> {
+    let table = crate::plans::run(client, sql, args).map_err(spi(what))?;
+    let mut out = Vec::new();
+    for row in table {
+        let ids: Option<Vec<Option<i64>>> = row.get(1).map_err(spi(what))?;
+        out.push(ids.unwrap_or_default().into_iter().flatten().collect());
+    }
+    Ok(out)
+}
+
+/// Applies merges (`(id, keeper)` pairs) in one statement; returns the rows retired.
+fn merge(client: &mut SpiClient<'_>, pairs: &[(i64, i64)]) -> Result<i64> {
+    if pairs.is_empty() {
+        return Ok(0);
+    }
+    let ids: Vec<i64> = pairs.iter().map(|p| p.0).collect();
+    let keepers: Vec<i64> = pairs.iter().map(|p| p.1).collect();
+    let table = crate::plans::run(client, MERGE_BATCH, &[ids.into(), keepers.into()]).map_err(spi("merging memories"))?;
+    Ok(table.first().get_one::<i64>().map_err(spi("merging memories"))?.unwrap_or(0))
+}
+
+/// The whole consolidation pass.
+pub fn consolidate_pass<D: Driver>(d: &mut D, dry_run: bool) -> Result<Steps> {
+    let batch = gucs::batch_size();
+    let mut would = WouldChange::default();
+    let mut steps: Steps = Vec::with_capacity(4);
+    steps.push(("merge_duplicates", merge_duplicates(d, dry_run, batch, &mut would)?));
+    steps.push(("merge_similar", merge_similar(d, dry_run, batch, &mut would)?));
+    steps.push(("summarize", summarize(d, dry_run, &mut would)?));
+    steps.push(("archive", archive(d, dry_run, batch, &would)?));
+    Ok(steps)
+}
+
+fn merge_duplicates<D: Driver>(d: &mut D, dry_run: bool, batch: i64, would: &mut WouldChange) -> Result<i64> {
+    let groups = d.unit(|c| ids_of(c, DUPLICATE_GROUPS, &[], "finding duplicates"))?;
+    let mut pairs: Vec<(i64, i64)> = Vec::new();
+    for g in &groups {
+        for &id in &g[1..] {
+            pairs.push((id, g[0]));
+        }
+    }
+    if dry_run {
+        for g in &groups {
+            would.rewritten.insert(g[0]);
+            would.retired.extend(&g[1..]);
+        }
+        return Ok(pairs.len() as i64);
+    }
+    let mut total = 0;
+    for chunk in pairs.chunks(batch as usize) {
+        total += d.unit(|c| merge(c, chunk))?;
+    }
+    Ok(total)
+}
+
+/// One user's near-duplicate merges: `(id, keeper)` pairs.
+fn similar_pairs(user: &str, model: &str, threshold: f64, skip: &HashSet<i64>, scanned: &mut usize) -> Result<Vec<(i64, i64)>> {
+    // SAFETY: reads the start time of the transaction, which is what now() returns.
+    let now = unsafe { pg_sys::GetCurrentTransactionStartTimestamp() };
+    let kinds = ["semantic".to_string()];
+    let mut rows: Vec<(i64, i64, Vec<f32>)> = Vec::new();
+    crate::scan::with_fresh_snapshot(|| crate::scan::for_each_candidate(user, model, Some(&kinds), now, |c| {
+        *scanned += 1;
+        if skip.contains(&c.id) {
+            return Ok(true);
+        }
+        // SAFETY: the datum is `memories.emb`, of type `vector`, valid during the callback.
+        let emb = unsafe { VectorDatum::from_datum(c.emb, Element::F32) }?;
+        rows.push((c.created, c.id, vecmath::normalized(&emb.to_f32_vec())));
+        Ok(true)
+    }))?;
+    // Newest first: the newest of a group is kept.
+    rows.sort_by(|a, b| b.0.cmp(&a.0).then(b.1.cmp(&a.1)));
+    let vectors: Vec<&[f32]> = rows.iter().map(|r| r.2.as_slice()).collect();
+    let keeper_of = cluster_near_duplicates(&vectors, threshold);
+    Ok(keeper_of.iter().enumerate().filter(|(i, k)| *i != **k).map(|(i, &k)| (rows[i].1, rows[k].1)).collect())
+}
+
+fn merge_similar<D: Driver>(d: &mut D, dry_run: bool, batch: i64, would: &mut WouldChange) -> Result<i64> {
+    let threshold = gucs::merge_similarity();
+    let users: Vec<(String, String)> = d.unit(|c| {
+        let table = crate::plans::run(c, USERS_AND_MODELS, &[]).map_err(spi("listing users"))?;
+        let mut out = Vec::new();
+        for row in table {
+            if let (Some(u), Some(m)) = (row.get::<String>(1).map_err(spi("listing users"))?, row.get::<String>(2).map_err(spi("listing users"))?) {
+                out.push((u, m));
+            }
+        }
+        Ok(out)
+    })?;
+    let mut total = 0i64;
+    let mut next = 0usize;
+    while next < users.len() {
+        // One unit: users from `next` on, until a batch of merges or enough rows read.
+        let skip = &would.retired;
+        let (pairs, done_to) = d.unit(|_c| {
+            let mut pairs: Vec<(i64, i64)> = Vec::new();
+            let mut scanned = 0usize;
+            let mut i = next;
+            while i < users.len() && (pairs.len() as i64) < batch && scanned < SIMILAR_SCAN_ROWS {
+                let mut found = similar_pairs(&users[i].0, &users[i].1, threshold, skip, &mut scanned)?;
+                if (pairs.len() + found.len()) as i64 > batch {
+                    // Too many for this batch: take what fits; the user is read again next unit.
+                    found.truncate((batch as usize).saturating_sub(pairs.len()));
+                    pairs.extend(found);
+                    return Ok((pairs, i));
+                }
+                pairs.extend(found);
+                i += 1;
+            }
+            Ok((pairs, i))
+        })?;
+        if dry_run {
+            for (id, keeper) in &pairs {
+                would.retired.insert(*id);
+                would.rewritten.insert(*keeper);
+            }
+            total += pairs.len() as i64;
+            // A dry run cannot come back to a truncated user: nothing changed.
+            next = done_to.max(next + 1);
+        } else {
+            let merged = d.unit(|c| merge(c, &pairs))?;
+            total += merged;
+            next = if merged == 0 { done_to.max(next + 1) } else { done_to };
+        }
+    }
+    Ok(total)
+}
+
+/// The summariser to call: `None` for the built-in one, else the quoted, schema-qualified name
+/// of a function `(text, text[]) returns text`.
+fn summarizer(client: &mut SpiClient<'_>) -> Result<Option<String>> {
+    let name = gucs::summarizer();
+    if name.is_empty() {
+        return Ok(None);
+    }
+    let table = client
+        .select(
+            "SELECT n.nspname::text, p.proname::text, p.prorettype = 'text'::regtype \
+               FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace \
+              WHERE p.oid = pg_catalog.to_regprocedure($1 || '(text, text[])')",
+            None,
+            &[name.clone().into()],
+        )
+        .map_err(spi("looking up the summariser"))?;
+    let not_found = || {
+        MemoryError::new(pgrx::PgSqlErrorCode::ERRCODE_UNDEFINED_FUNCTION, format!("the summariser {name}(text, text[]) does not exist"))
+            .hint("Set agent_memory.summarizer to a function (user_id text, contents text[]) returns text, or to '' for the built-in summariser.")
+    };
+    if table.is_empty() {
+        return Err(not_found());
+    }
+    let (schema, func, returns_text) = table.first().get_three::<String, String, bool>().map_err(spi("looking up the summariser"))?;
+    if returns_text != Some(true) {
+        return Err(MemoryError::new(pgrx::PgSqlErrorCode::ERRCODE_WRONG_OBJECT_TYPE, format!("the summariser {name} does not return text"))
+            .hint("The summariser must be a function (user_id text, contents text[]) returns text."));
+    }
+    match (schema, func) {
+        (Some(s), Some(f)) => Ok(Some(format!("{}.{}", pgrx::spi::quote_identifier(s), pgrx::spi::quote_identifier(f)))),
+        _ => Err(not_found()),
+    }
+}
+
+/// Summarises one group (ids oldest first); returns how many memories became its evidence.
+fn summarize_group(client: &mut SpiClient<'_>, ids: &[i64], custom: &Option<String>) -> Result<i64> {
+    struct Source {
+        id: i64,
+        content: String,
+        importance: f32,
+        emb: Vec<f32>,
+    }
+    let mut sources = Vec::with_capacity(ids.len());
+    let (mut user, mut model, mut subject) = (None::<String>, None::<String>, None::<String>);
+    {
+        let mut table = crate::plans::run(client, SUMMARY_SOURCES, &[ids.to_vec().into()]).map_err(spi("reading episodes"))?;
+        while table.next().is_some() {
+            let id: Option<i64> = table.get(1).map_err(spi("reading an episode"))?;
+            user = table.get(2).map_err(spi("reading an episode"))?;
+            model = table.get(3).map_err(spi("reading an episode"))?;
+            subject = table.get(4).map_err(spi("reading an episode"))?;
+            let content: Option<String> = table.get(5).map_err(spi("reading an episode"))?;
+            let importance: Option<f32> = table.get(6).map_err(spi("reading an episode"))?;
+            let Some(emb) = table.get_datum_by_ordinal(7).map_err(spi("reading an episode"))? else { continue };
+            // SAFETY: column 7 is `memories.emb`, of type `vector`.
+            let emb = unsafe { VectorDatum::from_datum(emb, Element::F32) }?.to_f32_vec();
+            if let (Some(id), Some(content)) = (id, content) {
+                sources.push(Source { id, content, importance: importance.unwrap_or(0.0), emb: vecmath::normalized(&emb) });
+            }
+        }
+    }
+    let (Some(user), Some(model)) = (user, model) else { return Ok(0) };
+    if sources.is_empty() || (sources.len() as i64) < gucs::summarize_min_fragments() {
+        return Ok(0);
+    }
+    let contents: Vec<&str> = sources.iter().map(|s| s.content.as_str()).collect();
+    let summary = match custom {
+        None => extractive_summary(&contents, summary_budget(contents.iter().map(|c| c.chars().count()).sum())),
+        Some(func) => {
+            let sql = format!("SELECT {func}($1, $2)");
+            let owned: Vec<String> = contents.iter().map(|c| c.to_string()).collect();
+            let table = client.update(sql.as_str(), None, &[user.clone().into(), owned.into()]).map_err(spi("calling the summariser"))?;
+            first_value::<String>(table).map_err(spi("calling the summariser"))?.unwrap_or_default()
+        }
+    };
+    if summary.trim().is_empty() {
+        return Err(MemoryError::data_exception(format!("the summariser returned no text for {} episodes of user {user}", sources.len()))
+            .hint("The summariser must return the summary as non-empty text."));
+    }
+    let vectors: Vec<&[f32]> = sources.iter().map(|s| s.emb.as_slice()).collect();
+    let Some(mean) = mean_direction(&vectors) else {
+        return Err(MemoryError::data_exception(format!("the episodes of user {user} have embeddings that cancel out"))
+            .hint("Their normalised mean is zero; give the summary an embedding by hand."));
+    };
+    let importance = sources.iter().map(|s| s.importance).fold(0.0f32, f32::max);
+    let oid = crate::vector::vector_type_oid()?;
+    // SAFETY: a fresh `vector` datum, passed with pgvector's type OID.
+    let emb = unsafe { pgrx::datum::DatumWithOid::new(crate::vector::new_vector_datum(&mean), oid) };
+    let n = sources.len() as i32;
+    let table = crate::plans::run(
+        client,
+        INSERT_SUMMARY,
+        &[user.into(), subject.into(), summary.into(), emb, model.into(), importance.into(), n.into()],
+    )
+    .map_err(spi("writing a summary"))?;
+    let summary_id: i64 = first_value(table).map_err(spi("writing a summary"))?.unwrap_or_default();
+    let ids: Vec<i64> = sources.iter().map(|s| s.id).collect();
+    let table = crate::plans::run(client, RETIRE_EVIDENCE, &[ids.into(), summary_id.into()]).map_err(spi("keeping the evidence"))?;
+    Ok(table.len() as i64)
+}
+
+fn summarize<D: Driver>(d: &mut D, dry_run: bool, would: &mut WouldChange) -> Result<i64> {
+    let after = gucs::summarize_after_minutes().min(i32::MAX as i64) as i32;
+    let min = gucs::summarize_min_fragments().min(i32::MAX as i64);
+    let groups = d.unit(|c| ids_of(c, SUMMARY_GROUPS, &[after.into(), min.into()], "finding old episodes"))?;
+    if dry_run {
+        let mut n = 0;
+        for g in &groups {
+            let left: Vec<i64> = g.iter().copied().filter(|id| !would.retired.contains(id)).collect();
+            if !left.is_empty() && left.len() as i64 >= min {
+                n += left.len() as i64;
+                would.retired.extend(left);
+            }
+        }
+        return Ok(n);
+    }
+    let custom = d.unit(summarizer)?;
+    let mut total = 0;
+    for g in &groups {
+        // A summary and its evidence are written together; a very large group is summarised
+        // in parts.
+        for part in g.chunks(MAX_SUMMARY_SOURCES) {
+            total += d.unit(|c| summarize_group(c, part, &custom))?;
+        }
+    }
+    Ok(total)
+}
+
+fn archive<D: Driver>(d: &mut D, dry_run: bool, batch: i64, would: &WouldChange) -> Result<i64> {
+    let Some(after) = gucs::archive_after_minutes() else { return Ok(0) };
+    let after = after.min(i32::MAX as i64) as i32;
+    if dry_run {
+        let ids: Vec<i64> = d.unit(|c| {
+            let table = crate::plans::run(c, ARCHIVE_CANDIDATES, &[after.into()]).map_err(spi("finding one-off memories"))?;
+            let mut out = Vec::new();
+            for row in table {
+                if let Some(id) = row.get::<i64>(1).map_err(spi("finding one-off memories"))? {
+                    out.push(id);
+                }
+            }
+            Ok(out)
+        })?;
+        return Ok(ids.iter().filter(|id| !would.retired.contains(id) && !would.rewritten.contains(id)).count() as i64);
+    }
+    let importance = gucs::archive_importance() as f32;
+    until_done(d, batch, |c| {
+        let table = crate::plans::run(c, ARCHIVE_BATCH, &[batch.into(), after.into(), importance.into()]).map_err(spi("archiving memories"))?;
+        Ok(first_value::<i64>(table).map_err(spi("archiving memories"))?.unwrap_or(0))
+    })
+}
+
+/// Runs consolidation now: merges duplicates and near-duplicates, summarises old episodes
+/// (keeping them as evidence) and archives one-off memories; returns the rows of each step.
+/// Nothing is deleted. `dry_run => true` changes nothing and returns what would change. Fails
+/// at once (55P03) while another consolidation pass runs.
+#[pg_extern(volatile, parallel_unsafe)]
+fn memory_consolidate(
+    dry_run: default!(Option<bool>, false),
+) -> TableIterator<'static, (name!(step, String), name!(rows, i64))> {
+    let dry_run = runs::check_dry_run(dry_run).or_raise();
+    let steps = runs::by_hand(Job::Consolidate, dry_run, |d| consolidate_pass(d, dry_run)).or_raise();
+    TableIterator::new(steps.into_iter().map(|(s, n)| (s.to_string(), n)))
+}

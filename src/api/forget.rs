@@ -1,0 +1,249 @@
+//! `agent_memory.memory_forget(dry_run)`: what the forgetting worker runs.
+//!
+//! Steps, in order:
+//! 1. `expire`: retire memories past `expires_at` or `valid_until` (reason `expired`);
+//! 2. `age_hits`: once every `agent_memory.hit_halflife`, halve every hit count, so a shifted hot
+//!    spot is not outvoted by old counts;
+//! 3. `evict`: keep at most `agent_memory.capacity` active memories per user, retiring the lowest
+//!    retention scores (reason `evicted`);
+//! 4. `purge`: delete memories retired longer than `agent_memory.regret_window` (evidence of a
+//!    summary stays as long as its summary).
+//!
+//! Protected memories are never expired or evicted. Each step runs in batches of at most
+//! `agent_memory.batch_size` rows; rows locked by a concurrent write are skipped, not waited for.
+
+use pgrx::datum::TimestampWithTimeZone;
+use pgrx::prelude::*;
+
+use crate::error::{first_value, spi, OrRaise, Result};
+use crate::gucs;
+use crate::runs::{self, until_done, Driver, Job, Steps};
+
+const EXPIRE_BATCH: &str = "\
+WITH c AS (SELECT m.id FROM agent_memory.memories m \
+            WHERE m.active AND NOT m.protected AND (m.expires_at IS NOT NULL OR m.valid_until IS NOT NULL) \
+              AND least(m.expires_at, m.valid_until) <= now() \
+            ORDER BY m.id LIMIT $1 FOR UPDATE SKIP LOCKED), \
+     u AS (UPDATE agent_memory.memories m SET active = false, retired_reason = 'expired', retired_at = now() \
+             FROM c WHERE m.id = c.id RETURNING 1) \
+SELECT count(*) FROM u";
+
+const EXPIRE_COUNT: &str = "\
+SELECT count(*) FROM agent_memory.memories m \
+ WHERE m.active AND NOT m.protected AND (m.expires_at IS NOT NULL OR m.valid_until IS NOT NULL) \
+   AND least(m.expires_at, m.valid_until) <= now()";
+
+const HALVED_AT: &str = "\
+SELECT now() - s.done_at >= make_interval(mins => $1) FROM agent_memory.maintenance_state s WHERE s.name = 'hits_halved'";
+const MARK_HALVED: &str = "\
+INSERT INTO agent_memory.maintenance_state (name, done_at) VALUES ('hits_halved', now()) \
+ON CONFLICT (name) DO UPDATE SET done_at = excluded.done_at";
+/// `(hit_count + 1) / 2` is `agent_memory_core::forget::halve_hits`: a memory recalled once
+/// stays recalled. Rows are taken in id order from `$2` on, so every row is halved once.
+const HALVE_BATCH: &str = "\
+WITH c AS (SELECT m.id FROM agent_memory.memories m WHERE m.active AND m.hit_count > 1 AND m.id > $2 \
+            ORDER BY m.id LIMIT $1 FOR UPDATE SKIP LOCKED), \
+     u AS (UPDATE agent_memory.memories m SET hit_count = (m.hit_count + 1) / 2 FROM c WHERE m.id = c.id RETURNING m.id) \
+SELECT count(*), coalesce(max(u.id), $2) FROM u";
+const HALVE_COUNT: &str = "SELECT count(*) FROM agent_memory.memories m WHERE m.active AND m.hit_count > 1";
+
+/// Users above the capacity, with how many memories each can lose (protected ones cannot).
+/// Memories that have expired do not count: the expire step retires them first.
+const OVER_CAPACITY: &str = "\
+SELECT m.user_id, least(count(*) - $1, count(*) FILTER (WHERE NOT m.protected)) AS excess \
+  FROM agent_memory.memories m \
+ WHERE m.active AND (m.protected OR coalesce(least(m.expires_at, m.valid_until) > now(), true)) \
+ GROUP BY m.user_id HAVING count(*) > $1 \
+ ORDER BY m.user_id";
+
+/// Evicts, for the users in `$1`, the memories ranked below the capacity `$2` by retention
+/// score (protected first, then the score, then newer first), at most `$3` of them.
+const EVICT_BATCH: &str = "\
+WITH ranked AS ( \
+       SELECT m.id, m.protected, row_number() OVER (PARTITION BY m.user_id ORDER BY m.protected DESC, \
+                agent_memory.memory_retention_score(m.importance, m.last_hit_at, m.hit_count) DESC, m.id DESC) AS rn \
+         FROM agent_memory.memories m \
+        WHERE m.active AND m.user_id = ANY ($1) \
+          AND (m.protected OR coalesce(least(m.expires_at, m.valid_until) > now(), true))), \
+     victims AS (SELECT r.id FROM ranked r WHERE r.rn > $2 AND NOT r.protected ORDER BY r.id LIMIT $3), \
+     locked AS (SELECT m.id FROM agent_memory.memories m JOIN victims v ON v.id = m.id \
+                 WHERE m.active AND NOT m.protected ORDER BY m.id FOR UPDATE OF m SKIP LOCKED), \
+     u AS (UPDATE agent_memory.memories m SET active = false, retired_reason = 'evicted', retired_at = now() \
+             FROM locked l WHERE m.id = l.id RETURNING 1) \
+SELECT count(*) FROM u";
+
+/// Retired memories past the regret window, oldest retirement first. Evidence of a summary
+/// (`summarized`, still pointing to its summary) stays.
+const PURGE_BATCH: &str = "\
+WITH c AS (SELECT m.id FROM agent_memory.memories m \
+            WHERE NOT m.active AND m.retired_at < now() - make_interval(mins => $2) \
+              AND NOT (m.retired_reason = 'summarized' AND m.superseded_by IS NOT NULL) \
+            ORDER BY m.retired_at, m.id LIMIT $1 FOR UPDATE SKIP LOCKED), \
+     d AS (DELETE FROM agent_memory.memories m USING c WHERE m.id = c.id RETURNING 1) \
+SELECT count(*) FROM d";
+const PURGE_COUNT: &str = "\
+SELECT count(*) FROM agent_memory.memories m \
+ WHERE NOT m.active AND m.retired_at < now() - make_interval(mins => $1) \
+   AND NOT (m.retired_reason = 'summarized' AND m.superseded_by IS NOT NULL)";
+
+fn count(client: &mut pgrx::spi::SpiClient<'_>, sql: &'static str, args: &[pgrx::datum::DatumWithOid<'_>], what: &'static str) -> Result<i64> {
+    Ok(first_value::<i64>(crate::plans::run(client, sql, args).map_err(spi(what))?).map_err(spi(what))?.unwrap_or(0))
+}
+
+/// The whole forgetting pass. With `dry_run`, every step counts what it would change instead.
+pub fn forget_pass<D: Driver>(d: &mut D, dry_run: bool) -> Result<Steps> {
+    let batch = gucs::batch_size();
+    let mut steps: Steps = Vec::with_capacity(4);
+
+    // 1. Expire.
+    let expired = if dry_run {
+        d.unit(|c| count(c, EXPIRE_COUNT, &[], "counting expired memories"))?
+    } else {
+        until_done(d, batch, |c| count(c, EXPIRE_BATCH, &[batch.into()], "expiring memories"))?
+    };
+    steps.push(("expire", expired));
+
+    // 2. Age hit counts, when due.
+    let halflife = gucs::hit_halflife_minutes().min(i32::MAX as i64) as i32;
+    let due: Option<bool> = d.unit(|c| {
+        first_value::<bool>(crate::plans::run(c, HALVED_AT, &[halflife.into()]).map_err(spi("reading when hits were halved"))?)
+            .map_err(spi("reading when hits were halved"))
+    })?;
+    let halved = match (due, dry_run) {
+        (Some(true), true) => d.unit(|c| count(c, HALVE_COUNT, &[], "counting hit counts"))?,
+        (Some(true), false) => {
+            d.unit(|c| {
+                crate::plans::run(c, MARK_HALVED, &[]).map_err(spi("recording the halving"))?;
+                Ok(())
+            })?;
+            let mut after = 0i64;
+            let mut total = 0i64;
+            loop {
+                let (n, last) = d.unit(|c| {
+                    let table = crate::plans::run(c, HALVE_BATCH, &[batch.into(), after.into()]).map_err(spi("halving hit counts"))?;
+                    table.first().get_two::<i64, i64>().map_err(spi("halving hit counts"))
+                })?;
+                let n = n.unwrap_or(0);
+                total += n;
+                after = last.unwrap_or(after);
+                if n < batch {
+                    break;
+                }
+            }
+            total
+        }
+        // The first pass only starts the clock.
+        (None, false) => {
+            d.unit(|c| {
+                crate::plans::run(c, MARK_HALVED, &[]).map_err(spi("recording the halving"))?;
+                Ok(())
+            })?;
+            0
+        }
+        _ => 0,
+    };
+    steps.push(("age_hits", halved));
+
+    // 3. Evict above the capacity.
+    let evicted = match gucs::capacity() {
+        None => 0,
+        Some(cap) => {
+            let over: Vec<(String, i64)> = d.unit(|c| {
+                let table = crate::plans::run(c, OVER_CAPACITY, &[cap.into()]).map_err(spi("finding users above the capacity"))?;
+                let mut out = Vec::new();
+                for row in table {
+                    let user: Option<String> = row.get(1).map_err(spi("reading a user"))?;
+                    let excess: Option<i64> = row.get(2).map_err(spi("reading a user"))?;
+                    if let (Some(u), Some(e)) = (user, excess) {
+                        if e > 0 {
+                            out.push((u, e));
+                        }
+                    }
+                }
+                Ok(out)
+            })?;
+            if dry_run {
+                over.iter().map(|(_, e)| e).sum()
+            } else {
+                let mut total = 0;
+                for group in user_batches(&over, batch) {
+                    total += until_done(d, batch, |c| count(c, EVICT_BATCH, &[group.clone().into(), cap.into(), batch.into()], "evicting memories"))?;
+                }
+                total
+            }
+        }
+    };
+    steps.push(("evict", evicted));
+
+    // 4. Purge after the regret window.
+    let purged = match gucs::regret_window_minutes() {
+        None => 0,
+        Some(window) => {
+            let window = window.min(i32::MAX as i64) as i32;
+            if dry_run {
+                d.unit(|c| count(c, PURGE_COUNT, &[window.into()], "counting retired memories"))?
+            } else {
+                until_done(d, batch, |c| count(c, PURGE_BATCH, &[batch.into(), window.into()], "purging retired memories"))?
+            }
+        }
+    };
+    steps.push(("purge", purged));
+    Ok(steps)
+}
+
+/// Groups users into batches of at most `batch` evictions; a user with more than a batch
+/// forms a group of its own (evicted over several batches).
+fn user_batches(over: &[(String, i64)], batch: i64) -> Vec<Vec<String>> {
+    let mut groups = Vec::new();
+    let mut cur: Vec<String> = Vec::new();
+    let mut n = 0;
+    for (user, excess) in over {
+        if !cur.is_empty() && n + excess > batch {
+            groups.push(std::mem::take(&mut cur));
+            n = 0;
+        }
+        cur.push(user.clone());
+        n += excess;
+    }
+    if !cur.is_empty() {
+        groups.push(cur);
+    }
+    groups
+}
+
+/// Runs forgetting now: expires, ages hit counts when due, evicts above the capacity and purges
+/// after the regret window; returns the rows of each step. `dry_run => true` changes nothing
+/// and returns what would change. Fails at once (55P03) while another forgetting pass runs.
+#[pg_extern(volatile, parallel_unsafe)]
+fn memory_forget(
+    dry_run: default!(Option<bool>, false),
+) -> TableIterator<'static, (name!(step, String), name!(rows, i64))> {
+    let dry_run = runs::check_dry_run(dry_run).or_raise();
+    let steps = runs::by_hand(Job::Forget, dry_run, |d| forget_pass(d, dry_run)).or_raise();
+    TableIterator::new(steps.into_iter().map(|(s, n)| (s.to_string(), n)))
+}
+
+/// The retention score forgetting ranks a user's memories by (higher is kept):
+/// importance, recency of the last real recall (half-life `agent_memory.recency_halflife`) and
+/// the aged hit count. Bulk reads (`touch => false`) change none of them.
+#[pg_extern(stable, parallel_safe)]
+fn memory_retention_score(importance: Option<f32>, last_hit_at: Option<TimestampWithTimeZone>, hit_count: Option<i32>) -> f64 {
+    // SAFETY: reads the start time of the transaction, which is what now() returns.
+    let now = unsafe { pg_sys::GetCurrentTransactionStartTimestamp() };
+    let hours = match last_hit_at {
+        Some(t) if t.is_finite() => (now - t.into_inner()) as f64 / 3_600_000_000.0,
+        Some(t) if t.is_infinity() => 0.0,
+        _ => f64::INFINITY,
+    };
+    gucs::retention_weights().score(importance.unwrap_or(0.0) as f64, hours, hit_count.unwrap_or(0) as f64)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn user_batches_respect_the_batch_size() {
+        let over: Vec<(String, i64)> = [("a", 3), ("b", 4), ("c", 10), ("d", 1), ("e", 1)].iter().map(|(u, n)| (u.to_string(), *n)).collect();
+        let g = super::user_batches(&over, 8);
+        assert_eq!(g, vec![vec!["a".to_string(), "b".to_string()], vec!["c".to_string()], vec!["d".to_string(), "e".to_string()]]);
+    }
+}

@@ -1,0 +1,166 @@
+//! Runs of forgetting and consolidation: how a pass executes its batches, the lock that keeps
+//! two passes of one job apart, and the row each run leaves in `agent_memory.runs`.
+//!
+//! A pass is a list of steps; each step is a loop of batches, and each batch changes at most
+//! `agent_memory.batch_size` rows. Called from SQL (`memory_forget`, `memory_consolidate`), the
+//! batches run in the caller's transaction. In a worker, every batch is a transaction of its
+//! own, so a recall or a reconcile never waits behind more than one batch, and a crash undoes
+//! at most the batch in flight.
+
+use pgrx::prelude::*;
+use pgrx::spi::SpiClient;
+use pgrx::PgSqlErrorCode;
+
+use crate::error::{first_value, spi, MemoryError, Result};
+
+/// A maintenance job.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Job {
+    Forget,
+    Consolidate,
+}
+
+impl Job {
+    pub fn name(self) -> &'static str {
+        match self {
+            Job::Forget => "forget",
+            Job::Consolidate => "consolidate",
+        }
+    }
+
+    fn function(self) -> &'static str {
+        match self {
+            Job::Forget => "memory_forget",
+            Job::Consolidate => "memory_consolidate",
+        }
+    }
+}
+
+/// Rows per step, in the order the steps ran.
+pub type Steps = Vec<(&'static str, i64)>;
+
+/// How a pass runs its units of work.
+pub trait Driver {
+    /// Runs one unit (a batch, or the read that plans the batches): in the caller's
+    /// transaction, or in a transaction of its own.
+    fn unit<R>(&mut self, f: impl FnOnce(&mut SpiClient<'_>) -> Result<R>) -> Result<R>;
+}
+
+/// A pass called from SQL: everything in the caller's transaction.
+pub struct InCallerTransaction;
+
+impl Driver for InCallerTransaction {
+    fn unit<R>(&mut self, f: impl FnOnce(&mut SpiClient<'_>) -> Result<R>) -> Result<R> {
+        Spi::connect_mut(f)
+    }
+}
+
+/// Runs a step's batches until one changes fewer rows than a full batch; returns the total.
+pub fn until_done<D: Driver>(d: &mut D, batch: i64, mut f: impl FnMut(&mut SpiClient<'_>) -> Result<i64>) -> Result<i64> {
+    let mut total = 0;
+    loop {
+        let n = d.unit(&mut f)?;
+        total += n;
+        if n < batch {
+            return Ok(total);
+        }
+    }
+}
+
+const TRY_LOCK_XACT: &str = "SELECT pg_catalog.pg_try_advisory_xact_lock(pg_catalog.hashtextextended('agent_memory.job:' || $1, 0))";
+const TRY_LOCK_SESSION: &str = "SELECT pg_catalog.pg_try_advisory_lock(pg_catalog.hashtextextended('agent_memory.job:' || $1, 0))";
+const UNLOCK_SESSION: &str = "SELECT pg_catalog.pg_advisory_unlock(pg_catalog.hashtextextended('agent_memory.job:' || $1, 0))";
+const START_RUN: &str = "INSERT INTO agent_memory.runs (job, by_worker) VALUES ($1, $2) RETURNING id";
+const FINISH_RUN: &str = "\
+UPDATE agent_memory.runs SET finished_at = clock_timestamp(), status = $2, steps = $3::jsonb, error = $4 WHERE id = $1";
+
+/// Marks as failed the runs a crash or a kill left 'running'. A worker calls this when it
+/// starts: no run of its database can be in progress then, because its passes hold the job's
+/// lock and a pass by hand commits its row only when it is done.
+pub const FAIL_ORPHANS: &str = "\
+UPDATE agent_memory.runs SET status = 'failed', finished_at = clock_timestamp(), \
+       error = 'the run stopped before it finished (server crash, or the worker was killed or restarted)' \
+ WHERE status = 'running' AND by_worker";
+
+fn steps_json(steps: &Steps) -> String {
+    let map: serde_json::Map<String, serde_json::Value> = steps.iter().map(|(k, v)| (k.to_string(), (*v).into())).collect();
+    serde_json::Value::Object(map).to_string()
+}
+
+/// `dry_run` must be given: NULL is an error, not a silent no-op.
+pub fn check_dry_run(dry_run: Option<bool>) -> Result<bool> {
+    dry_run.ok_or_else(|| {
+        MemoryError::null_value("dry_run must not be NULL").hint("Pass dry_run => true to see what would change, or false (the default) to change it.")
+    })
+}
+
+fn busy(job: Job) -> MemoryError {
+    MemoryError::new(PgSqlErrorCode::ERRCODE_LOCK_NOT_AVAILABLE, format!("a {} pass is already running", job.name()))
+        .detail("A worker or another session holds the pass's lock; two passes of one job never overlap.")
+        .hint(format!("Wait for it to finish (see agent_memory.last_runs), then call {} again.", job.function()))
+}
+
+/// A pass called from SQL. A real pass takes the job's lock (or fails at once when a worker or
+/// another session holds it) and records its run; a dry run does neither and changes nothing.
+pub fn by_hand(job: Job, dry_run: bool, pass: impl FnOnce(&mut InCallerTransaction) -> Result<Steps>) -> Result<Steps> {
+    let mut d = InCallerTransaction;
+    if dry_run {
+        return pass(&mut d);
+    }
+    let run_id = d.unit(|client| {
+        let got: Option<bool> = first_value(crate::plans::run(client, TRY_LOCK_XACT, &[job.name().into()]).map_err(spi("taking the pass's lock"))?)
+            .map_err(spi("taking the pass's lock"))?;
+        if got != Some(true) {
+            return Err(busy(job));
+        }
+        first_value::<i64>(crate::plans::run(client, START_RUN, &[job.name().into(), false.into()]).map_err(spi("recording the run"))?)
+            .map_err(spi("recording the run"))
+    })?;
+    let steps = pass(&mut d)?;
+    d.unit(|client| {
+        crate::plans::run(
+            client,
+            FINISH_RUN,
+            &[run_id.into(), "succeeded".into(), steps_json(&steps).into(), Option::<String>::None.into()],
+        )
+        .map_err(spi("recording the run"))?;
+        Ok(())
+    })?;
+    Ok(steps)
+}
+
+/// What a worker's attempt at a pass came to.
+pub enum Attempt {
+    /// The pass ran; its run row says how it ended.
+    Ran(std::result::Result<Steps, String>),
+    /// Another pass of the job held the lock.
+    Busy,
+}
+
+/// A pass run by a worker: the lock is held for the session across the pass's transactions,
+/// and the run row is committed first, so a crash leaves it 'running' for the next start to
+/// mark failed.
+pub fn by_worker<D: Driver>(d: &mut D, job: Job, pass: impl FnOnce(&mut D) -> Result<Steps>) -> Result<Attempt> {
+    let run_id = d.unit(|client| {
+        let got: Option<bool> = first_value(crate::plans::run(client, TRY_LOCK_SESSION, &[job.name().into()]).map_err(spi("taking the pass's lock"))?)
+            .map_err(spi("taking the pass's lock"))?;
+        if got != Some(true) {
+            return Ok(None);
+        }
+        first_value::<i64>(crate::plans::run(client, START_RUN, &[job.name().into(), true.into()]).map_err(spi("recording the run"))?)
+            .map_err(spi("recording the run"))
+    })?;
+    let Some(run_id) = run_id else { return Ok(Attempt::Busy) };
+    let outcome = pass(d).map_err(|e| e.message);
+    let (status, steps, error) = match &outcome {
+        Ok(steps) => ("succeeded", steps_json(steps), None),
+        Err(message) => ("failed", "{}".to_string(), Some(message.clone())),
+    };
+    let finish = d.unit(|client| {
+        crate::plans::run(client, FINISH_RUN, &[run_id.into(), status.into(), steps.into(), error.into()]).map_err(spi("recording the run"))?;
+        crate::plans::run(client, UNLOCK_SESSION, &[job.name().into()]).map_err(spi("releasing the pass's lock"))?;
+        Ok(())
+    });
+    finish?;
+    Ok(Attempt::Ran(outcome))
+}

@@ -1,0 +1,285 @@
+//! The background workers: one per database of `agent_memory.worker_databases`, each running
+//! forgetting every `agent_memory.forget_interval` and consolidation every
+//! `agent_memory.consolidate_interval`.
+//!
+//! Like pg_cron's scheduler: registered in `_PG_init` only when the library is preloaded; a
+//! latch loop that wakes on SIGHUP (settings are re-read) and exits promptly on SIGTERM (between
+//! two batches); started only once recovery has finished, and idle while the server is a
+//! standby. Every batch is a transaction of its own, run as `agent_memory.worker_role` (by
+//! default the extension's owner). At start, a worker marks as failed the runs a crash left
+//! 'running'.
+
+use std::panic::AssertUnwindSafe;
+use std::time::{Duration, Instant};
+
+use pgrx::bgworkers::{BackgroundWorker, BackgroundWorkerBuilder, BgWorkerStartTime, SignalWakeFlags};
+use pgrx::pg_sys;
+use pgrx::pg_sys::panic::CaughtError;
+use pgrx::prelude::*;
+use pgrx::spi::SpiClient;
+use pgrx::PgSqlErrorCode;
+
+use crate::error::{first_value, spi, MemoryError, Result};
+use crate::gucs;
+use crate::runs::{self, Attempt, Driver, Job};
+
+/// The `backend_type` of the workers in `pg_stat_activity`.
+pub const WORKER_TYPE: &str = "agent_memory worker";
+
+/// How soon a worker that failed to start (for example, its database does not exist yet) is
+/// started again.
+const RESTART_AFTER: Duration = Duration::from_secs(10);
+
+/// The longest a worker sleeps before it looks at the schedule again.
+const MAX_SLEEP: Duration = Duration::from_secs(60);
+
+/// Registers one worker per configured database. Called from `_PG_init`.
+pub fn register() {
+    // SAFETY: reads a backend-global flag that PostgreSQL sets while it loads preloaded libraries.
+    if !unsafe { pg_sys::process_shared_preload_libraries_in_progress } {
+        log!(
+            "agent_memory: loaded without shared_preload_libraries, so no forgetting or consolidation workers run; \
+             add agent_memory to shared_preload_libraries to start them (memory_forget and memory_consolidate work by hand either way)"
+        );
+        return;
+    }
+    let databases = gucs::worker_databases();
+    if databases.is_empty() {
+        log!("agent_memory: agent_memory.worker_databases is empty, so no forgetting or consolidation workers run");
+        return;
+    }
+    for db in databases {
+        BackgroundWorkerBuilder::new(&format!("agent_memory worker for database {db}"))
+            .set_type(WORKER_TYPE)
+            .set_library("agent_memory")
+            .set_function("agent_memory_worker_main")
+            .set_argument(None)
+            .set_extra(&db)
+            .enable_spi_access()
+            .set_start_time(BgWorkerStartTime::RecoveryFinished)
+            .set_restart_time(Some(RESTART_AFTER))
+            .load();
+    }
+}
+
+fn shutting_down() -> bool {
+    // SAFETY: a flag set by the SIGTERM handler.
+    unsafe { std::ptr::read_volatile(&raw const pg_sys::ShutdownRequestPending) != 0 }
+}
+
+fn in_recovery() -> bool {
+    // SAFETY: a plain read of shared state.
+    unsafe { pg_sys::RecoveryInProgress() }
+}
+
+fn reload_if_asked() {
+    // SAFETY: ConfigReloadPending is set by the SIGHUP handler; ProcessConfigFile re-reads
+    // postgresql.conf outside of any transaction, as every PostgreSQL process does.
+    unsafe {
+        if std::ptr::read_volatile(&raw const pg_sys::ConfigReloadPending) != 0 {
+            std::ptr::write_volatile(&raw mut pg_sys::ConfigReloadPending, 0);
+            pg_sys::ProcessConfigFile(pg_sys::GucContext::PGC_SIGHUP);
+        }
+    }
+}
+
+fn caught_message(e: CaughtError) -> MemoryError {
+    let (code, message) = match &e {
+        CaughtError::PostgresError(r) | CaughtError::ErrorReport(r) => (r.sql_error_code(), r.message().to_string()),
+        CaughtError::RustPanic { ereport, .. } => (ereport.sql_error_code(), ereport.message().to_string()),
+    };
+    MemoryError::new(code, message)
+}
+
+/// Runs `f` in a transaction of its own: committed when it returns `Ok`, rolled back when it
+/// returns an error or PostgreSQL raises one (which is returned, not re-raised).
+fn in_transaction<R>(f: impl FnOnce() -> Result<R>) -> Result<R> {
+    // SAFETY: the worker is connected to its database and no transaction is open between units.
+    unsafe {
+        pg_sys::SetCurrentStatementStartTimestamp();
+        pg_sys::StartTransactionCommand();
+        pg_sys::PushActiveSnapshot(pg_sys::GetTransactionSnapshot());
+    }
+    let outcome = PgTryBuilder::new(AssertUnwindSafe(|| {
+        let r = f()?;
+        // SAFETY: the snapshot pushed above is popped and the transaction committed; an error
+        // at commit is caught below like any other.
+        unsafe {
+            pg_sys::PopActiveSnapshot();
+            pg_sys::CommitTransactionCommand();
+        }
+        Ok(r)
+    }))
+    .catch_others(|e| Err(caught_message(e)))
+    .execute();
+    if outcome.is_err() {
+        // SAFETY: a transaction is open (it failed or f returned an error): abort it, which
+        // also releases its snapshot, locks and memory.
+        unsafe { pg_sys::AbortCurrentTransaction() };
+    }
+    outcome
+}
+
+/// Runs each unit of a pass in its own transaction, as the pass's role, after the configured
+/// pause; stops between units when the server asks the worker to exit.
+struct WorkerDriver {
+    role: String,
+    first: bool,
+}
+
+impl Driver for WorkerDriver {
+    fn unit<R>(&mut self, f: impl FnOnce(&mut SpiClient<'_>) -> Result<R>) -> Result<R> {
+        if !self.first {
+            let pause = gucs::batch_pause();
+            if !pause.is_zero() && !BackgroundWorker::wait_latch(Some(pause)) {
+                // SAFETY: remembers the SIGTERM that wait_latch consumed, for the main loop.
+                unsafe { std::ptr::write_volatile(&raw mut pg_sys::ShutdownRequestPending, 1) };
+            }
+        }
+        self.first = false;
+        reload_if_asked();
+        if shutting_down() {
+            return Err(MemoryError::new(PgSqlErrorCode::ERRCODE_ADMIN_SHUTDOWN, "the worker was asked to stop (SIGTERM) before the pass finished"));
+        }
+        let role = self.role.clone();
+        in_transaction(move || {
+            Spi::connect_mut(|client| {
+                client
+                    .update("SELECT pg_catalog.set_config('role', $1, true)", None, &[role.into()])
+                    .map_err(spi("switching to the worker's role"))?;
+                f(client)
+            })
+        })
+    }
+}
+
+/// The role to run as, when the extension is installed in this database.
+fn role_if_installed() -> Result<Option<String>> {
+    in_transaction(|| {
+        Spi::connect_mut(|client| {
+            let owner: Option<String> = first_value(
+                client
+                    .select(
+                        "SELECT r.rolname::text FROM pg_catalog.pg_extension e JOIN pg_catalog.pg_roles r ON r.oid = e.extowner \
+                          WHERE e.extname = 'agent_memory'",
+                        None,
+                        &[],
+                    )
+                    .map_err(spi("looking for the extension"))?,
+            )
+            .map_err(spi("looking for the extension"))?;
+            let Some(owner) = owner else { return Ok(None) };
+            let configured = gucs::worker_role();
+            Ok(Some(if configured.is_empty() { owner } else { configured }))
+        })
+    })
+}
+
+/// Seconds until `job` is due: its interval after the last run a worker started, or after
+/// `since` when there is none.
+fn seconds_until_due(job: Job, interval: Duration, since: Instant) -> Result<f64> {
+    let last: Option<f64> = in_transaction(|| {
+        Spi::connect_mut(|client| {
+            first_value::<f64>(
+                client
+                    .select(
+                        "SELECT extract(epoch FROM clock_timestamp() - max(r.started_at))::float8 FROM agent_memory.runs r \
+                          WHERE r.job = $1 AND r.by_worker",
+                        None,
+                        &[job.name().into()],
+                    )
+                    .map_err(spi("reading the last run"))?,
+            )
+            .map_err(spi("reading the last run"))
+        })
+    })?;
+    let elapsed = last.unwrap_or_else(|| since.elapsed().as_secs_f64());
+    Ok(interval.as_secs_f64() - elapsed)
+}
+
+fn run_job(job: Job, role: &str) {
+    let mut d = WorkerDriver { role: role.to_string(), first: true };
+    let pass = |d: &mut WorkerDriver| match job {
+        Job::Forget => crate::api::forget::forget_pass(d, false),
+        Job::Consolidate => crate::api::consolidate::consolidate_pass(d, false),
+    };
+    let started = Instant::now();
+    match runs::by_worker(&mut d, job, pass) {
+        Ok(Attempt::Ran(Ok(steps))) => {
+            let summary: Vec<String> = steps.iter().map(|(s, n)| format!("{s} {n}")).collect();
+            if steps.iter().all(|(_, n)| *n == 0) {
+                debug1!("agent_memory: {} pass found nothing to do", job.name());
+                return;
+            }
+            log!("agent_memory: {} pass done in {:.1} s: {}", job.name(), started.elapsed().as_secs_f64(), summary.join(", "));
+        }
+        Ok(Attempt::Ran(Err(message))) => {
+            warning!("agent_memory: {} pass failed: {message}", job.name());
+        }
+        Ok(Attempt::Busy) => {
+            log!("agent_memory: {} pass skipped: another {} pass holds the lock", job.name(), job.name());
+        }
+        Err(e) => {
+            warning!("agent_memory: {} pass could not run: {}", job.name(), e.message);
+        }
+    }
+}
+
+/// The worker's main loop.
+#[pg_guard]
+#[no_mangle]
+pub extern "C-unwind" fn agent_memory_worker_main(_arg: pg_sys::Datum) {
+    BackgroundWorker::attach_signal_handlers(SignalWakeFlags::SIGHUP | SignalWakeFlags::SIGTERM);
+    let db = BackgroundWorker::get_extra().to_string();
+    BackgroundWorker::connect_worker_to_spi(Some(&db), None);
+    log!("agent_memory: worker started in database {db}");
+    let since = Instant::now();
+    let mut orphans_marked = false;
+    let mut said_missing = false;
+    loop {
+        reload_if_asked();
+        if shutting_down() {
+            break;
+        }
+        let mut sleep = MAX_SLEEP;
+        if gucs::workers_enabled() && !in_recovery() {
+            match role_if_installed() {
+                Ok(None) => {
+                    if !said_missing {
+                        log!("agent_memory: the extension is not installed in database {db}; the worker checks again every minute");
+                        said_missing = true;
+                    }
+                }
+                Ok(Some(role)) => {
+                    said_missing = false;
+                    if !orphans_marked {
+                        match in_transaction(|| Spi::connect_mut(|c| c.update(runs::FAIL_ORPHANS, None, &[]).map(|t| t.len()).map_err(spi("marking unfinished runs")))) {
+                            Ok(n) if n > 0 => log!("agent_memory: marked {n} unfinished run(s) as failed"),
+                            Ok(_) => {}
+                            Err(e) => warning!("agent_memory: could not mark unfinished runs: {}", e.message),
+                        }
+                        orphans_marked = true;
+                    }
+                    for (job, interval) in [(Job::Forget, gucs::forget_interval()), (Job::Consolidate, gucs::consolidate_interval())] {
+                        if shutting_down() {
+                            break;
+                        }
+                        match seconds_until_due(job, interval, since) {
+                            Ok(s) if s <= 0.0 => {
+                                run_job(job, &role);
+                                sleep = sleep.min(interval);
+                            }
+                            Ok(s) => sleep = sleep.min(Duration::from_secs_f64(s)),
+                            Err(e) => warning!("agent_memory: could not read the schedule: {}", e.message),
+                        }
+                    }
+                }
+                Err(e) => warning!("agent_memory: could not look for the extension: {}", e.message),
+            }
+        }
+        if shutting_down() || !BackgroundWorker::wait_latch(Some(sleep.max(Duration::from_millis(10)))) {
+            break;
+        }
+    }
+    log!("agent_memory: worker in database {db} stopped");
+}
