@@ -35,7 +35,14 @@ start_test_server() {
   DATA="$(server_dir test-server)/data"
   SOCK="$(server_dir test-socket)"
   say "Starting the test server (port $PORT, socket $SOCK)"
-  start_server "$DATA" "$SOCK" "$PORT" "log_min_messages = warning"
+  # The workers of one database, for the out-of-process tests of the workers.
+  start_server "$DATA" "$SOCK" "$PORT" "log_min_messages = warning" "agent_memory.worker_databases = 'agent_memory_workers'"
+  local psql=("$(pg_bindir)/psql" -X -q -h "$SOCK" -p "$PORT" -U postgres -d postgres)
+  # Settings a previous run left with ALTER SYSTEM go, and the workers' database exists.
+  "${psql[@]}" -c "ALTER SYSTEM RESET ALL" -c "SELECT pg_reload_conf()" >/dev/null
+  if [ -z "$("${psql[@]}" -tAc "SELECT 1 FROM pg_database WHERE datname = 'agent_memory_workers'")" ]; then
+    "${psql[@]}" -c "CREATE DATABASE agent_memory_workers"
+  fi
 }
 
 regress() {

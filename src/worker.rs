@@ -225,6 +225,34 @@ fn run_job(job: Job, role: &str) {
     }
 }
 
+/// Marks as failed the runs a crash left 'running'.
+fn mark_orphans() {
+    match in_transaction(|| Spi::connect_mut(|c| c.update(runs::FAIL_ORPHANS, None, &[]).map(|t| t.len()).map_err(spi("marking unfinished runs")))) {
+        Ok(n) if n > 0 => log!("agent_memory: marked {n} unfinished run(s) as failed"),
+        Ok(_) => {}
+        Err(e) => warning!("agent_memory: could not mark unfinished runs: {}", e.message),
+    }
+}
+
+/// Runs the jobs that are due; returns how long to sleep until the next one.
+fn run_due_jobs(role: &str, since: Instant) -> Duration {
+    let mut sleep = MAX_SLEEP;
+    for (job, interval) in [(Job::Forget, gucs::forget_interval()), (Job::Consolidate, gucs::consolidate_interval())] {
+        if shutting_down() {
+            break;
+        }
+        match seconds_until_due(job, interval, since) {
+            Ok(s) if s <= 0.0 => {
+                run_job(job, role);
+                sleep = sleep.min(interval);
+            }
+            Ok(s) => sleep = sleep.min(Duration::from_secs_f64(s)),
+            Err(e) => warning!("agent_memory: could not read the schedule: {}", e.message),
+        }
+    }
+    sleep
+}
+
 /// The worker's main loop.
 #[pg_guard]
 #[no_mangle]
@@ -242,7 +270,7 @@ pub extern "C-unwind" fn agent_memory_worker_main(_arg: pg_sys::Datum) {
             break;
         }
         let mut sleep = MAX_SLEEP;
-        if gucs::workers_enabled() && !in_recovery() {
+        if !in_recovery() {
             match role_if_installed() {
                 Ok(None) => {
                     if !said_missing {
@@ -253,25 +281,11 @@ pub extern "C-unwind" fn agent_memory_worker_main(_arg: pg_sys::Datum) {
                 Ok(Some(role)) => {
                     said_missing = false;
                     if !orphans_marked {
-                        match in_transaction(|| Spi::connect_mut(|c| c.update(runs::FAIL_ORPHANS, None, &[]).map(|t| t.len()).map_err(spi("marking unfinished runs")))) {
-                            Ok(n) if n > 0 => log!("agent_memory: marked {n} unfinished run(s) as failed"),
-                            Ok(_) => {}
-                            Err(e) => warning!("agent_memory: could not mark unfinished runs: {}", e.message),
-                        }
+                        mark_orphans();
                         orphans_marked = true;
                     }
-                    for (job, interval) in [(Job::Forget, gucs::forget_interval()), (Job::Consolidate, gucs::consolidate_interval())] {
-                        if shutting_down() {
-                            break;
-                        }
-                        match seconds_until_due(job, interval, since) {
-                            Ok(s) if s <= 0.0 => {
-                                run_job(job, &role);
-                                sleep = sleep.min(interval);
-                            }
-                            Ok(s) => sleep = sleep.min(Duration::from_secs_f64(s)),
-                            Err(e) => warning!("agent_memory: could not read the schedule: {}", e.message),
-                        }
+                    if gucs::workers_enabled() {
+                        sleep = run_due_jobs(&role, since);
                     }
                 }
                 Err(e) => warning!("agent_memory: could not look for the extension: {}", e.message),

@@ -17,6 +17,11 @@ pub fn connect(dbname: &str) -> Client {
     Client::connect(&params(dbname), NoTls).unwrap_or_else(|e| panic!("connecting to {dbname}: {e}"))
 }
 
+/// A connection to database `dbname`, or the error (for waiting on a restarting server).
+pub fn try_connect(dbname: &str) -> Result<Client, postgres::Error> {
+    Client::connect(&params(dbname), NoTls)
+}
+
 /// Creates database `name` afresh with the extension installed.
 pub fn fresh_db(name: &str) -> Client {
     let mut admin = connect("postgres");

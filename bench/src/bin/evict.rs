@@ -245,7 +245,7 @@ fn evict_pass(policy: Policy, mems: &mut [Memory], now: f64, day: u32, weights: 
                     }
                 }
             }
-            if day > 0 && day % 7 == 0 {
+            if day > 0 && day.is_multiple_of(7) {
                 for m in mems.iter_mut() {
                     m.hits = halve_hits(m.hits);
                 }

@@ -104,7 +104,7 @@ fn tokens(text: &str) -> Vec<String> {
     if !word.is_empty() {
         out.push(word);
     }
-    out.retain(|w| w.chars().count() > 2 || w.chars().any(|c| !c.is_ascii()));
+    out.retain(|w| w.chars().count() > 2 || !w.is_ascii());
     out
 }
 

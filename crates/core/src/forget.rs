@@ -95,7 +95,7 @@ mod tests {
     fn bad_inputs_score_low_not_nan() {
         let w = RetentionWeights::default();
         for s in [w.score(f64::NAN, 1.0, 1.0), w.score(0.5, f64::NAN, 1.0), w.score(0.5, 1.0, f64::INFINITY), w.score(2.0, -5.0, -1.0)] {
-            assert!(s.is_finite() && s >= 0.0 && s <= 1.0 + 1e-12, "{s}");
+            assert!(s.is_finite() && (0.0..=1.0 + 1e-12).contains(&s), "{s}");
         }
     }
 

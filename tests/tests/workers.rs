@@ -1,0 +1,268 @@
+//! The background workers against a real server started with the library preloaded
+//! (`scripts/test.sh` sets `agent_memory.worker_databases = 'agent_memory_workers'`): they run by
+//! themselves and leave run rows, follow a changed interval after `pg_reload_conf()`, survive a
+//! `kill -9` in the middle of a large pass without a half-done batch or a lost row, and never
+//! stop recall and reconcile from working during a pass.
+//!
+//! Worker settings are changed with ALTER SYSTEM and a reload, as an operator would, and reset
+//! at the end. The tests run one at a time (`--test-threads=1`): they share the workers.
+
+use std::time::{Duration, Instant};
+
+use agent_memory_tests::{connect, try_connect, Rng};
+use pgvector::Vector;
+use postgres::Client;
+
+const DB: &str = "agent_memory_workers";
+
+/// The workers' database, with the extension installed and no memories or runs.
+fn worker_db() -> Client {
+    let mut admin = connect("postgres");
+    let exists = admin.query_opt("SELECT 1 FROM pg_database WHERE datname = $1", &[&DB]).unwrap().is_some();
+    if !exists {
+        admin.batch_execute(&format!("CREATE DATABASE {DB}")).unwrap();
+    }
+    let mut c = connect(DB);
+    c.batch_execute(
+        "SET client_min_messages = warning;
+         CREATE EXTENSION IF NOT EXISTS agent_memory CASCADE;
+         TRUNCATE agent_memory.memories, agent_memory.runs, agent_memory.maintenance_state, agent_memory.turns CASCADE;",
+    )
+    .unwrap();
+    c
+}
+
+/// Sets worker settings server-wide and reloads.
+fn configure(c: &mut Client, settings: &[(&str, &str)]) {
+    for (name, value) in settings {
+        c.batch_execute(&format!("ALTER SYSTEM SET agent_memory.{name} = '{value}'")).unwrap();
+    }
+    c.batch_execute("SELECT pg_reload_conf()").unwrap();
+}
+
+fn reset_settings(c: &mut Client) {
+    for name in ["forget_interval", "consolidate_interval", "workers_enabled", "capacity", "batch_size", "batch_pause"] {
+        c.batch_execute(&format!("ALTER SYSTEM RESET agent_memory.{name}")).unwrap();
+    }
+    c.batch_execute("SELECT pg_reload_conf()").unwrap();
+}
+
+fn wait_for(what: &str, timeout: Duration, mut ok: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !ok() {
+        assert!(start.elapsed() < timeout, "timed out after {timeout:?} waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn worker_pid(c: &mut Client) -> Option<i32> {
+    c.query_opt(
+        "SELECT pid FROM pg_stat_activity WHERE backend_type = 'agent_memory worker' AND datname = $1",
+        &[&DB],
+    )
+    .unwrap()
+    .map(|r| r.get(0))
+}
+
+fn runs(c: &mut Client, job: &str, status: &str) -> i64 {
+    c.query_one("SELECT count(*) FROM agent_memory.runs WHERE job = $1 AND status = $2 AND by_worker", &[&job, &status])
+        .unwrap()
+        .get(0)
+}
+
+/// A connection once the server accepts them again (after a crash and its recovery).
+fn reconnect(dbname: &str, timeout: Duration) -> Client {
+    let start = Instant::now();
+    loop {
+        if let Ok(mut c) = try_connect(dbname) {
+            if c.batch_execute("SELECT 1").is_ok() {
+                return c;
+            }
+        }
+        assert!(start.elapsed() < timeout, "the server did not come back within {timeout:?}");
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+#[test]
+fn workers_run_by_themselves_and_follow_a_reloaded_interval() {
+    let mut c = worker_db();
+    configure(&mut c, &[("workers_enabled", "on"), ("forget_interval", "1s"), ("consolidate_interval", "1s")]);
+    wait_for("the worker to connect", Duration::from_secs(60), || worker_pid(&mut c).is_some());
+
+    // Both jobs run on their own and leave succeeded run rows with their steps.
+    wait_for("runs of both jobs", Duration::from_secs(30), || runs(&mut c, "forget", "succeeded") >= 2 && runs(&mut c, "consolidate", "succeeded") >= 1);
+    let row = c
+        .query_one("SELECT steps::text, finished_at >= started_at FROM agent_memory.runs WHERE job = 'forget' AND by_worker ORDER BY id LIMIT 1", &[])
+        .unwrap();
+    let steps: serde_json::Value = serde_json::from_str(row.get::<_, &str>(0)).unwrap();
+    for step in ["expire", "age_hits", "evict", "purge"] {
+        assert!(steps.get(step).is_some(), "step {step} missing from {steps}");
+    }
+    assert!(row.get::<_, bool>(1));
+
+    // A long interval, after a reload: no more runs.
+    configure(&mut c, &[("forget_interval", "1h"), ("consolidate_interval", "1h")]);
+    std::thread::sleep(Duration::from_secs(3));
+    let settled = runs(&mut c, "forget", "succeeded") + runs(&mut c, "consolidate", "succeeded");
+    std::thread::sleep(Duration::from_secs(4));
+    let later = runs(&mut c, "forget", "succeeded") + runs(&mut c, "consolidate", "succeeded");
+    assert_eq!(settled, later, "a run started although the interval is one hour");
+
+    // Back to one second, after a reload: runs resume.
+    configure(&mut c, &[("forget_interval", "1s")]);
+    wait_for("runs to resume", Duration::from_secs(20), || runs(&mut c, "forget", "succeeded") >= settled + 2);
+
+    // The view of the last runs shows them.
+    let n: i64 = c.query_one("SELECT count(*) FROM agent_memory.last_runs WHERE job = 'forget' AND status = 'succeeded'", &[]).unwrap().get(0);
+    assert!(n >= 1);
+    reset_settings(&mut c);
+}
+
+const USERS: usize = 200;
+const PER_USER: usize = 500;
+const DIMS: usize = 8;
+const CAPACITY: i64 = 50;
+
+/// Users the concurrent recalls and reconciles work on while the pass runs.
+const BUSY_USERS: [&str; 3] = ["w-0", "w-1", "w-2"];
+
+#[test]
+fn a_killed_pass_leaves_no_half_done_batch_and_loses_nothing() {
+    let mut c = worker_db();
+    configure(&mut c, &[("workers_enabled", "off")]);
+    // 100,000 memories: 200 users × 500, each user 450 above the capacity of 50.
+    let mut rng = Rng(7);
+    let mut copy = c
+        .copy_in("COPY agent_memory.memories (user_id, content, emb, embedding_model, importance, last_hit_at, hit_count) FROM STDIN")
+        .unwrap();
+    let mut buf = String::new();
+    for u in 0..USERS {
+        for i in 0..PER_USER {
+            let v: Vec<String> = rng.vector(DIMS).iter().map(|x| format!("{x:.4}")).collect();
+            let importance = (rng.next_u64() % 100) as f64 / 100.0;
+            let hours = rng.next_u64() % 2000;
+            buf += &format!(
+                "w-{u}\tmemory {i} of user {u}\t[{}]\tw8\t{importance}\t{}\t{}\n",
+                v.join(","),
+                format_args!("2026-01-01 00:00:00+00"),
+                hours % 7
+            );
+        }
+        if buf.len() > 1 << 20 {
+            std::io::Write::write_all(&mut copy, buf.as_bytes()).unwrap();
+            buf.clear();
+        }
+    }
+    std::io::Write::write_all(&mut copy, buf.as_bytes()).unwrap();
+    copy.finish().unwrap();
+    let total: i64 = c.query_one("SELECT count(*) FROM agent_memory.memories", &[]).unwrap().get(0);
+    assert_eq!(total, (USERS * PER_USER) as i64);
+
+    // One user per batch (450 evictions each), with a pause between batches: a pass of several
+    // seconds, run by the worker.
+    configure(
+        &mut c,
+        &[("capacity", &CAPACITY.to_string()), ("batch_size", "500"), ("batch_pause", "40ms"), ("forget_interval", "1s"), ("consolidate_interval", "1h"), ("workers_enabled", "on")],
+    );
+    wait_for("the worker to connect", Duration::from_secs(60), || worker_pid(&mut c).is_some());
+    let done_users = |c: &mut Client| -> i64 {
+        c.query_one(
+            "SELECT count(*) FROM (SELECT user_id FROM agent_memory.memories GROUP BY user_id HAVING count(*) FILTER (WHERE active) <= $1) d",
+            &[&CAPACITY],
+        )
+        .unwrap()
+        .get(0)
+    };
+    wait_for("the pass to evict a few users", Duration::from_secs(60), || done_users(&mut c) >= 10);
+    assert_eq!(runs(&mut c, "forget", "running"), 1, "the pass should still be running");
+
+    // During the pass: recall returns k rows and reconcile writes, on users the pass is
+    // working through; a pass by hand is refused at once instead of overlapping.
+    let mut other = connect(DB);
+    let mut slowest = Duration::ZERO;
+    for round in 0..20 {
+        let user = BUSY_USERS[round % BUSY_USERS.len()];
+        let q = Vector::from(rng.vector(DIMS));
+        let t = Instant::now();
+        let rows = other
+            .query("SELECT id FROM agent_memory.memory_recall($1, $2::vector, 10, model => 'w8')", &[&user, &q])
+            .unwrap();
+        assert_eq!(rows.len(), 10, "recall during the pass returned {} rows", rows.len());
+        let action: String = other
+            .query_one(
+                "SELECT action FROM agent_memory.memory_reconcile($1, 'user', 'topic', $2, $3, $4::vector, model => 'w8')",
+                &[&user, &format!("topic {round}"), &format!("Talked about topic {round}"), &q],
+            )
+            .unwrap()
+            .get(0);
+        assert!(action == "ADD" || action == "UPDATE", "reconcile during the pass: {action}");
+        slowest = slowest.max(t.elapsed());
+    }
+    println!("slowest recall + reconcile during the pass: {slowest:?}");
+    let err = other.query("SELECT * FROM agent_memory.memory_forget()", &[]).unwrap_err();
+    assert_eq!(err.code().map(|s| s.code()), Some("55P03"), "{err}");
+    drop(other);
+
+    // Stop the restarted worker from starting a new pass, then kill this one mid-pass.
+    configure(&mut c, &[("workers_enabled", "off")]);
+    assert_eq!(runs(&mut c, "forget", "running"), 1, "the pass finished before it could be killed");
+    let before_kill = done_users(&mut c);
+    assert!(before_kill < USERS as i64, "every user was done before the kill");
+    let pid = worker_pid(&mut c).expect("the worker is running");
+    let status = std::process::Command::new("kill").args(["-9", &pid.to_string()]).status().unwrap();
+    assert!(status.success());
+    drop(c);
+
+    // The server restarts every process after a crash; the restarted worker marks the run failed.
+    let mut c = reconnect(DB, Duration::from_secs(120));
+    wait_for("the run to be marked failed", Duration::from_secs(90), || runs(&mut c, "forget", "failed") >= 1);
+    assert_eq!(runs(&mut c, "forget", "running"), 0);
+    let error: Option<String> = c
+        .query_one("SELECT error FROM agent_memory.runs WHERE job = 'forget' AND status = 'failed' ORDER BY id DESC LIMIT 1", &[])
+        .unwrap()
+        .get(0);
+    assert!(error.unwrap_or_default().contains("stopped before it finished"));
+
+    // Nothing lost: every row is still there (retired rows are kept), and every retired row
+    // was evicted by the pass, with its time.
+    let (rows, bad): (i64, i64) = {
+        let r = c
+            .query_one(
+                "SELECT count(*) FILTER (WHERE content LIKE 'memory %'), \
+                        count(*) FILTER (WHERE content LIKE 'memory %' AND NOT active AND (retired_reason IS DISTINCT FROM 'evicted' OR retired_at IS NULL)) \
+                   FROM agent_memory.memories",
+                &[],
+            )
+            .unwrap();
+        (r.get(0), r.get(1))
+    };
+    assert_eq!(rows, (USERS * PER_USER) as i64, "rows were lost");
+    assert_eq!(bad, 0);
+
+    // No half-done batch: a batch is one user's evictions, so every user the concurrent writers
+    // left alone has either all 500 memories active or exactly the capacity.
+    let per_user = c
+        .query(
+            "SELECT user_id, count(*) FILTER (WHERE active) FROM agent_memory.memories \
+              WHERE NOT (user_id = ANY ($1)) GROUP BY user_id",
+            &[&BUSY_USERS.to_vec()],
+        )
+        .unwrap();
+    let (mut done, mut untouched) = (0, 0);
+    for r in &per_user {
+        let (user, active): (String, i64) = (r.get(0), r.get(1));
+        match active {
+            a if a == CAPACITY => done += 1,
+            a if a == PER_USER as i64 => untouched += 1,
+            a => panic!("user {user} has {a} active memories: a batch was half done"),
+        }
+    }
+    assert!(done >= 10 && untouched >= 1, "done {done}, untouched {untouched}: the kill should land mid-pass");
+    println!("killed mid-pass: {done} users done, {untouched} untouched, run marked failed");
+
+    // With the workers on again, the next pass finishes the job.
+    configure(&mut c, &[("workers_enabled", "on"), ("batch_pause", "0")]);
+    wait_for("a pass to finish the evictions", Duration::from_secs(120), || done_users(&mut c) == USERS as i64);
+    reset_settings(&mut c);
+}
