@@ -22,7 +22,8 @@ PORT="${AGENT_MEMORY_BENCH_PORT:-28817}"
 DATA="$(server_dir bench)/data"
 SOCK="$(server_dir bench-socket)"
 trap 'stop_server "$DATA"' EXIT
-start_server "$DATA" "$SOCK" "$PORT" "shared_buffers = '6GB'" "max_wal_size = '4GB'"
+start_server "$DATA" "$SOCK" "$PORT" "shared_buffers = '6GB'" "max_wal_size = '4GB'" \
+  "agent_memory.worker_databases = 'am_bench_maintain'" "log_min_messages = warning"
 say "Benchmark: $which (PostgreSQL $(pg_major), $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB)"
 if [ "$which" = storage ]; then
   psql -X -h "$SOCK" -p "$PORT" -U postgres -d postgres -q -c "DROP DATABASE IF EXISTS am_bench_storage" -c "CREATE DATABASE am_bench_storage"

@@ -192,8 +192,29 @@ BEGIN
 END
 $do$;
 
-CREATE TRIGGER memories_before_write BEFORE INSERT OR UPDATE ON agent_memory.memories
+CREATE TRIGGER memories_before_insert BEFORE INSERT ON agent_memory.memories
     FOR EACH ROW EXECUTE FUNCTION agent_memory.memories_before_write();
+-- On update, the function runs only when it has something to do: an embedding or model to
+-- check, a protected memory to keep from expiring, an archived memory to bring back, or a
+-- version to increment. A recall's touch (only last_hit_at and hit_count change) and a writer
+-- that increments the version itself (forgetting and consolidation do) skip it.
+CREATE TRIGGER memories_before_update BEFORE UPDATE ON agent_memory.memories
+    FOR EACH ROW
+    WHEN (NEW.emb IS DISTINCT FROM OLD.emb
+          OR NEW.embedding_model IS DISTINCT FROM OLD.embedding_model
+          OR (NEW.protected AND NEW.expires_at IS NOT NULL)
+          OR (OLD.archived_at IS NOT NULL AND NEW.archived_at IS NOT DISTINCT FROM OLD.archived_at AND NEW.active)
+          OR (NEW.version IS DISTINCT FROM OLD.version + 1
+              AND (NEW.user_id, NEW.kind, NEW.subject, NEW.predicate, NEW.object, NEW.content,
+                   NEW.importance, NEW.protected, NEW.source, NEW.source_turn_id, NEW.active,
+                   NEW.retired_reason, NEW.retired_at, NEW.superseded_by, NEW.valid_until, NEW.expires_at,
+                   NEW.metadata, NEW.archived_at, NEW.version)
+                  IS DISTINCT FROM
+                  (OLD.user_id, OLD.kind, OLD.subject, OLD.predicate, OLD.object, OLD.content,
+                   OLD.importance, OLD.protected, OLD.source, OLD.source_turn_id, OLD.active,
+                   OLD.retired_reason, OLD.retired_at, OLD.superseded_by, OLD.valid_until, OLD.expires_at,
+                   OLD.metadata, OLD.archived_at, OLD.version)))
+    EXECUTE FUNCTION agent_memory.memories_before_write();
 
 -- Bookkeeping of forgetting and consolidation: one row per run, by a worker or by hand.
 CREATE TABLE agent_memory.runs (
@@ -206,10 +227,11 @@ CREATE TABLE agent_memory.runs (
     pid         integer     NOT NULL DEFAULT pg_backend_pid(),
     steps       jsonb       NOT NULL DEFAULT '{}',
     error       text,
+    longest_batch_ms double precision,
     CHECK ((status = 'running') = (finished_at IS NULL))
 );
 COMMENT ON TABLE agent_memory.runs IS
-    'One row per forgetting or consolidation run: job, start, end, status, rows per step (steps), error. A run left running by a crash is marked failed when the worker starts again.';
+    'One row per forgetting or consolidation run: job, start, end, status, rows per step (steps), error, and for a worker''s run the longest a batch held its transaction (longest_batch_ms). A run left running by a crash is marked failed when the worker starts again.';
 CREATE INDEX runs_job_started ON agent_memory.runs (job, started_at DESC);
 
 -- When periodic work was last done (the halving of hit counts).
@@ -239,7 +261,7 @@ COMMENT ON VIEW agent_memory.memory_stats IS 'Per user: active, protected, archi
 -- The last runs of each job, newest first.
 CREATE VIEW agent_memory.last_runs AS
 SELECT r.job, r.id, r.started_at, r.finished_at, r.finished_at - r.started_at AS duration,
-       r.status, r.by_worker, r.steps, r.error
+       r.status, r.by_worker, r.steps, r.longest_batch_ms, r.error
   FROM (SELECT x.*, row_number() OVER (PARTITION BY x.job ORDER BY x.started_at DESC, x.id DESC) AS n
           FROM agent_memory.runs x) r
  WHERE r.n <= 10;

@@ -44,6 +44,12 @@ pub trait Driver {
     /// Runs one unit (a batch, or the read that plans the batches): in the caller's
     /// transaction, or in a transaction of its own.
     fn unit<R>(&mut self, f: impl FnOnce(&mut SpiClient<'_>) -> Result<R>) -> Result<R>;
+
+    /// The longest a unit of this pass held its transaction open, in milliseconds, when units
+    /// are transactions of their own.
+    fn longest_unit_ms(&self) -> Option<f64> {
+        None
+    }
 }
 
 /// A pass called from SQL: everything in the caller's transaction.
@@ -72,7 +78,8 @@ const TRY_LOCK_SESSION: &str = "SELECT pg_catalog.pg_try_advisory_lock(pg_catalo
 const UNLOCK_SESSION: &str = "SELECT pg_catalog.pg_advisory_unlock(pg_catalog.hashtextextended('agent_memory.job:' || $1, 0))";
 const START_RUN: &str = "INSERT INTO agent_memory.runs (job, by_worker) VALUES ($1, $2) RETURNING id";
 const FINISH_RUN: &str = "\
-UPDATE agent_memory.runs SET finished_at = clock_timestamp(), status = $2, steps = $3::jsonb, error = $4 WHERE id = $1";
+UPDATE agent_memory.runs SET finished_at = clock_timestamp(), status = $2, steps = $3::jsonb, error = $4, longest_batch_ms = $5 \
+ WHERE id = $1";
 
 /// Marks as failed the runs a crash or a kill left 'running'. A worker calls this when it
 /// starts: no run of its database can be in progress then, because its passes hold the job's
@@ -121,7 +128,7 @@ pub fn by_hand(job: Job, dry_run: bool, pass: impl FnOnce(&mut InCallerTransacti
         crate::plans::run(
             client,
             FINISH_RUN,
-            &[run_id.into(), "succeeded".into(), steps_json(&steps).into(), Option::<String>::None.into()],
+            &[run_id.into(), "succeeded".into(), steps_json(&steps).into(), Option::<String>::None.into(), Option::<f64>::None.into()],
         )
         .map_err(spi("recording the run"))?;
         Ok(())
@@ -156,8 +163,10 @@ pub fn by_worker<D: Driver>(d: &mut D, job: Job, pass: impl FnOnce(&mut D) -> Re
         Ok(steps) => ("succeeded", steps_json(steps), None),
         Err(message) => ("failed", "{}".to_string(), Some(message.clone())),
     };
+    let longest = d.longest_unit_ms();
     let finish = d.unit(|client| {
-        crate::plans::run(client, FINISH_RUN, &[run_id.into(), status.into(), steps.into(), error.into()]).map_err(spi("recording the run"))?;
+        crate::plans::run(client, FINISH_RUN, &[run_id.into(), status.into(), steps.into(), error.into(), longest.into()])
+            .map_err(spi("recording the run"))?;
         crate::plans::run(client, UNLOCK_SESSION, &[job.name().into()]).map_err(spi("releasing the pass's lock"))?;
         Ok(())
     });

@@ -125,6 +125,7 @@ fn in_transaction<R>(f: impl FnOnce() -> Result<R>) -> Result<R> {
 struct WorkerDriver {
     role: String,
     first: bool,
+    longest: Duration,
 }
 
 impl Driver for WorkerDriver {
@@ -142,14 +143,21 @@ impl Driver for WorkerDriver {
             return Err(MemoryError::new(PgSqlErrorCode::ERRCODE_ADMIN_SHUTDOWN, "the worker was asked to stop (SIGTERM) before the pass finished"));
         }
         let role = self.role.clone();
-        in_transaction(move || {
+        let started = Instant::now();
+        let result = in_transaction(move || {
             Spi::connect_mut(|client| {
                 client
                     .update("SELECT pg_catalog.set_config('role', $1, true)", None, &[role.into()])
                     .map_err(spi("switching to the worker's role"))?;
                 f(client)
             })
-        })
+        });
+        self.longest = self.longest.max(started.elapsed());
+        result
+    }
+
+    fn longest_unit_ms(&self) -> Option<f64> {
+        Some(self.longest.as_secs_f64() * 1000.0)
     }
 }
 
@@ -198,7 +206,7 @@ fn seconds_until_due(job: Job, interval: Duration, since: Instant) -> Result<f64
 }
 
 fn run_job(job: Job, role: &str) {
-    let mut d = WorkerDriver { role: role.to_string(), first: true };
+    let mut d = WorkerDriver { role: role.to_string(), first: true, longest: Duration::ZERO };
     let pass = |d: &mut WorkerDriver| match job {
         Job::Forget => crate::api::forget::forget_pass(d, false),
         Job::Consolidate => crate::api::consolidate::consolidate_pass(d, false),
@@ -295,5 +303,10 @@ pub extern "C-unwind" fn agent_memory_worker_main(_arg: pg_sys::Datum) {
             break;
         }
     }
+    // Exit code 1: the postmaster starts the worker again after RESTART_AFTER, unless the
+    // server is shutting down (a terminated backend, or a dropped and recreated database, does
+    // not leave the database without its worker).
     log!("agent_memory: worker in database {db} stopped");
+    // SAFETY: ends the process the way PostgreSQL's own processes do.
+    unsafe { pg_sys::proc_exit(1) };
 }

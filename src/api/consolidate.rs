@@ -26,7 +26,7 @@ use pgrx::spi::SpiClient;
 
 use crate::error::{first_value, spi, MemoryError, OrRaise, Result};
 use crate::gucs;
-use crate::runs::{self, until_done, Driver, Job, Steps};
+use crate::runs::{self, Driver, Job, Steps};
 use crate::vector::{Element, VectorDatum};
 
 /// Groups of duplicates: ids newest first. Objects compare without case or surrounding blanks,
@@ -44,12 +44,14 @@ const MERGE_BATCH: &str = "\
 WITH x AS (SELECT * FROM unnest($1::bigint[], $2::bigint[]) AS x(id, keeper)), \
      live AS (SELECT k.id FROM agent_memory.memories k WHERE k.id = ANY ($2::bigint[]) AND k.active), \
      r AS (UPDATE agent_memory.memories m \
-              SET active = false, retired_reason = 'merged', retired_at = now(), superseded_by = x.keeper \
+              SET active = false, retired_reason = 'merged', retired_at = now(), superseded_by = x.keeper, \
+                  version = m.version + 1 \
              FROM x WHERE m.id = x.id AND m.active AND m.id <> x.keeper AND x.keeper IN (SELECT id FROM live) \
            RETURNING x.keeper, m.protected), \
      g AS (SELECT r.keeper, count(*) AS n, bool_or(r.protected) AS prot FROM r GROUP BY r.keeper), \
      u AS (UPDATE agent_memory.memories m \
-              SET importance = least(1, m.importance + 0.1 * g.n), protected = m.protected OR g.prot \
+              SET importance = least(1, m.importance + 0.1 * g.n), protected = m.protected OR g.prot, \
+                  version = m.version + 1 \
              FROM g WHERE m.id = g.keeper RETURNING 1) \
 SELECT (SELECT count(*) FROM r), (SELECT count(*) FROM u)";
 
@@ -69,31 +71,40 @@ SELECT m.id, m.user_id, m.embedding_model, m.subject, m.content, m.importance, m
   FROM agent_memory.memories m WHERE m.id = ANY ($1) AND m.active AND m.kind = 'episodic' \
  ORDER BY m.created_at, m.id FOR UPDATE";
 
-const INSERT_SUMMARY: &str = "\
-INSERT INTO agent_memory.memories (user_id, kind, subject, content, emb, embedding_model, importance, source, metadata) \
-VALUES ($1, 'semantic', $2, $3, $4, $5, $6, 'consolidation', jsonb_build_object('summary_of', $7::integer)) \
-RETURNING id";
+const NEXT_IDS: &str = "\
+SELECT nextval(pg_catalog.pg_get_serial_sequence('agent_memory.memories', 'id')) FROM generate_series(1, $1)";
 
+const INSERT_SUMMARIES: &str = "\
+INSERT INTO agent_memory.memories (id, user_id, kind, subject, content, emb, embedding_model, importance, source, metadata) \
+SELECT x.id, x.user_id, 'semantic', x.subject, x.content, x.emb, x.model, x.importance, 'consolidation', \
+       jsonb_build_object('summary_of', x.n) \
+  FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5, $6::text[], $7::real[], $8::integer[]) \
+       AS x(id, user_id, subject, content, emb, model, importance, n)";
+
+/// The originals become the evidence of their summary.
 const RETIRE_EVIDENCE: &str = "\
-UPDATE agent_memory.memories m SET active = false, retired_reason = 'summarized', retired_at = now(), superseded_by = $2 \
- WHERE m.id = ANY ($1) AND m.active";
+UPDATE agent_memory.memories m \
+   SET active = false, retired_reason = 'summarized', retired_at = now(), superseded_by = x.summary, version = m.version + 1 \
+  FROM unnest($1::bigint[], $2::bigint[]) AS x(id, summary) \
+ WHERE m.id = x.id AND m.active";
 
 /// One-off memories: never recalled, never rewritten (version 1), old, not protected.
 const ARCHIVE_BATCH: &str = "\
-WITH c AS (SELECT m.id FROM agent_memory.memories m \
+WITH c AS (SELECT m.ctid AS t, m.id FROM agent_memory.memories m \
             WHERE m.active AND NOT m.protected AND m.archived_at IS NULL AND m.hit_count = 0 AND m.version = 1 \
-              AND m.created_at < now() - make_interval(mins => $2) \
+              AND m.created_at < now() - make_interval(mins => $2) AND m.id > $4 \
             ORDER BY m.id LIMIT $1 FOR UPDATE SKIP LOCKED), \
-     u AS (UPDATE agent_memory.memories m SET archived_at = now(), importance = least(m.importance, $3::real) \
-             FROM c WHERE m.id = c.id RETURNING 1) \
-SELECT count(*) FROM u";
+     u AS (UPDATE agent_memory.memories m \
+              SET archived_at = now(), importance = least(m.importance, $3::real), version = m.version + 1 \
+             FROM c WHERE m.ctid = c.t RETURNING c.id) \
+SELECT count(*), coalesce(max(u.id), $4) FROM u";
 const ARCHIVE_CANDIDATES: &str = "\
 SELECT m.id FROM agent_memory.memories m \
  WHERE m.active AND NOT m.protected AND m.archived_at IS NULL AND m.hit_count = 0 AND m.version = 1 \
    AND m.created_at < now() - make_interval(mins => $1)";
 
 /// Rows a batch of `merge_similar` may read before it writes, so no batch runs long.
-const SIMILAR_SCAN_ROWS: usize = 50_000;
+const SIMILAR_SCAN_ROWS: usize = 20_000;
 
 /// Most episodes one summary is made from.
 const MAX_SUMMARY_SOURCES: usize = 1000;
@@ -130,12 +141,11 @@ fn merge(client: &mut SpiClient<'_>, pairs: &[(i64, i64)]) -> Result<i64> {
 pub fn consolidate_pass<D: Driver>(d: &mut D, dry_run: bool) -> Result<Steps> {
     let batch = gucs::batch_size();
     let mut would = WouldChange::default();
-    let mut steps: Steps = Vec::with_capacity(4);
-    steps.push(("merge_duplicates", merge_duplicates(d, dry_run, batch, &mut would)?));
-    steps.push(("merge_similar", merge_similar(d, dry_run, batch, &mut would)?));
-    steps.push(("summarize", summarize(d, dry_run, &mut would)?));
-    steps.push(("archive", archive(d, dry_run, batch, &would)?));
-    Ok(steps)
+    let duplicates = merge_duplicates(d, dry_run, batch, &mut would)?;
+    let similar = merge_similar(d, dry_run, batch, &mut would)?;
+    let summarized = summarize(d, dry_run, batch, &mut would)?;
+    let archived = archive(d, dry_run, batch, &would)?;
+    Ok(vec![("merge_duplicates", duplicates), ("merge_similar", similar), ("summarize", summarized), ("archive", archived)])
 }
 
 fn merge_duplicates<D: Driver>(d: &mut D, dry_run: bool, batch: i64, would: &mut WouldChange) -> Result<i64> {
@@ -268,74 +278,121 @@ fn summarizer(client: &mut SpiClient<'_>) -> Result<Option<String>> {
     }
 }
 
-/// Summarises one group (ids oldest first); returns how many memories became its evidence.
-fn summarize_group(client: &mut SpiClient<'_>, ids: &[i64], custom: &Option<String>) -> Result<i64> {
-    struct Source {
-        id: i64,
-        content: String,
-        importance: f32,
-        emb: Vec<f32>,
+/// One episode, as the summariser sees it.
+struct Episode {
+    id: i64,
+    user: String,
+    model: String,
+    subject: Option<String>,
+    content: String,
+    importance: f32,
+    emb: Vec<f32>,
+}
+
+/// Summarises several groups (ids oldest first) in one unit: reads and locks their episodes,
+/// writes one summary per group and retires the episodes as its evidence. Returns how many
+/// episodes became evidence.
+fn summarize_groups(client: &mut SpiClient<'_>, groups: &[&Vec<i64>], custom: &Option<String>) -> Result<i64> {
+    let ids: Vec<i64> = groups.iter().flat_map(|g| g.iter().copied()).collect();
+    let mut group_of = std::collections::HashMap::with_capacity(ids.len());
+    for (gi, g) in groups.iter().enumerate() {
+        for id in g.iter() {
+            group_of.insert(*id, gi);
+        }
     }
-    let mut sources = Vec::with_capacity(ids.len());
-    let (mut user, mut model, mut subject) = (None::<String>, None::<String>, None::<String>);
+    let mut episodes: Vec<Vec<Episode>> = (0..groups.len()).map(|_| Vec::new()).collect();
     {
-        let mut table = crate::plans::run(client, SUMMARY_SOURCES, &[ids.to_vec().into()]).map_err(spi("reading episodes"))?;
+        let mut table = crate::plans::run(client, SUMMARY_SOURCES, &[ids.into()]).map_err(spi("reading episodes"))?;
         while table.next().is_some() {
-            let id: Option<i64> = table.get(1).map_err(spi("reading an episode"))?;
-            user = table.get(2).map_err(spi("reading an episode"))?;
-            model = table.get(3).map_err(spi("reading an episode"))?;
-            subject = table.get(4).map_err(spi("reading an episode"))?;
-            let content: Option<String> = table.get(5).map_err(spi("reading an episode"))?;
-            let importance: Option<f32> = table.get(6).map_err(spi("reading an episode"))?;
-            let Some(emb) = table.get_datum_by_ordinal(7).map_err(spi("reading an episode"))? else { continue };
+            let e = spi("reading an episode");
+            let (Some(id), Some(user), Some(model), Some(content)) =
+                (table.get::<i64>(1).map_err(&e)?, table.get::<String>(2).map_err(&e)?, table.get::<String>(3).map_err(&e)?, table.get::<String>(5).map_err(&e)?)
+            else {
+                continue;
+            };
+            let subject: Option<String> = table.get(4).map_err(&e)?;
+            let importance: f32 = table.get(6).map_err(&e)?.unwrap_or(0.0);
+            let Some(emb) = table.get_datum_by_ordinal(7).map_err(&e)? else { continue };
             // SAFETY: column 7 is `memories.emb`, of type `vector`.
-            let emb = unsafe { VectorDatum::from_datum(emb, Element::F32) }?.to_f32_vec();
-            if let (Some(id), Some(content)) = (id, content) {
-                sources.push(Source { id, content, importance: importance.unwrap_or(0.0), emb: vecmath::normalized(&emb) });
+            let emb = vecmath::normalized(&unsafe { VectorDatum::from_datum(emb, Element::F32) }?.to_f32_vec());
+            if let Some(&gi) = group_of.get(&id) {
+                episodes[gi].push(Episode { id, user, model, subject, content, importance, emb });
             }
         }
     }
-    let (Some(user), Some(model)) = (user, model) else { return Ok(0) };
-    if sources.is_empty() || (sources.len() as i64) < gucs::summarize_min_fragments() {
+    let min = gucs::summarize_min_fragments();
+    let episodes: Vec<Vec<Episode>> = episodes.into_iter().filter(|g| !g.is_empty() && g.len() as i64 >= min).collect();
+    if episodes.is_empty() {
         return Ok(0);
     }
-    let contents: Vec<&str> = sources.iter().map(|s| s.content.as_str()).collect();
-    let summary = match custom {
-        None => extractive_summary(&contents, summary_budget(contents.iter().map(|c| c.chars().count()).sum())),
-        Some(func) => {
-            let sql = format!("SELECT {func}($1, $2)");
-            let owned: Vec<String> = contents.iter().map(|c| c.to_string()).collect();
-            let table = client.update(sql.as_str(), None, &[user.clone().into(), owned.into()]).map_err(spi("calling the summariser"))?;
-            first_value::<String>(table).map_err(spi("calling the summariser"))?.unwrap_or_default()
+    // The summaries, in group order.
+    let mut contents = Vec::with_capacity(episodes.len());
+    let mut means = Vec::with_capacity(episodes.len());
+    for g in &episodes {
+        let user = &g[0].user;
+        let texts: Vec<&str> = g.iter().map(|e| e.content.as_str()).collect();
+        let summary = match custom {
+            None => extractive_summary(&texts, summary_budget(texts.iter().map(|c| c.chars().count()).sum())),
+            Some(func) => {
+                let sql = format!("SELECT {func}($1, $2)");
+                let owned: Vec<String> = texts.iter().map(|c| c.to_string()).collect();
+                let table = client.update(sql.as_str(), None, &[user.clone().into(), owned.into()]).map_err(spi("calling the summariser"))?;
+                first_value::<String>(table).map_err(spi("calling the summariser"))?.unwrap_or_default()
+            }
+        };
+        if summary.trim().is_empty() {
+            return Err(MemoryError::data_exception(format!("the summariser returned no text for {} episodes of user {user}", g.len()))
+                .hint("The summariser must return the summary as non-empty text."));
         }
-    };
-    if summary.trim().is_empty() {
-        return Err(MemoryError::data_exception(format!("the summariser returned no text for {} episodes of user {user}", sources.len()))
-            .hint("The summariser must return the summary as non-empty text."));
+        let vectors: Vec<&[f32]> = g.iter().map(|e| e.emb.as_slice()).collect();
+        let Some(mean) = mean_direction(&vectors) else {
+            return Err(MemoryError::data_exception(format!("the episodes of user {user} have embeddings that cancel out"))
+                .hint("Their normalised mean is zero; summarise them by hand and give the summary an embedding."));
+        };
+        contents.push(summary);
+        means.push(mean);
     }
-    let vectors: Vec<&[f32]> = sources.iter().map(|s| s.emb.as_slice()).collect();
-    let Some(mean) = mean_direction(&vectors) else {
-        return Err(MemoryError::data_exception(format!("the episodes of user {user} have embeddings that cancel out"))
-            .hint("Their normalised mean is zero; give the summary an embedding by hand."));
+    let n = episodes.len() as i64;
+    let new_ids: Vec<i64> = {
+        let table = crate::plans::run(client, NEXT_IDS, &[n.into()]).map_err(spi("numbering summaries"))?;
+        let mut out = Vec::with_capacity(episodes.len());
+        for row in table {
+            out.push(row.get::<i64>(1).map_err(spi("numbering summaries"))?.unwrap_or_default());
+        }
+        out
     };
-    let importance = sources.iter().map(|s| s.importance).fold(0.0f32, f32::max);
-    let oid = crate::vector::vector_type_oid()?;
-    // SAFETY: a fresh `vector` datum, passed with pgvector's type OID.
-    let emb = unsafe { pgrx::datum::DatumWithOid::new(crate::vector::new_vector_datum(&mean), oid) };
-    let n = sources.len() as i32;
-    let table = crate::plans::run(
+    let users: Vec<String> = episodes.iter().map(|g| g[0].user.clone()).collect();
+    let subjects: Vec<Option<String>> = episodes.iter().map(|g| g[0].subject.clone()).collect();
+    let models: Vec<String> = episodes.iter().map(|g| g[0].model.clone()).collect();
+    let importance: Vec<f32> = episodes.iter().map(|g| g.iter().map(|e| e.importance).fold(0.0f32, f32::max)).collect();
+    let sizes: Vec<i32> = episodes.iter().map(|g| g.len() as i32).collect();
+    crate::plans::run(
         client,
-        INSERT_SUMMARY,
-        &[user.into(), subject.into(), summary.into(), emb, model.into(), importance.into(), n.into()],
+        INSERT_SUMMARIES,
+        &[
+            new_ids.clone().into(),
+            users.into(),
+            subjects.into(),
+            contents.into(),
+            crate::vector::new_vector_array(&means)?,
+            models.into(),
+            importance.into(),
+            sizes.into(),
+        ],
     )
-    .map_err(spi("writing a summary"))?;
-    let summary_id: i64 = first_value(table).map_err(spi("writing a summary"))?.unwrap_or_default();
-    let ids: Vec<i64> = sources.iter().map(|s| s.id).collect();
-    let table = crate::plans::run(client, RETIRE_EVIDENCE, &[ids.into(), summary_id.into()]).map_err(spi("keeping the evidence"))?;
+    .map_err(spi("writing summaries"))?;
+    let (mut evidence, mut summary_of) = (Vec::new(), Vec::new());
+    for (g, sid) in episodes.iter().zip(&new_ids) {
+        for e in g {
+            evidence.push(e.id);
+            summary_of.push(*sid);
+        }
+    }
+    let table = crate::plans::run(client, RETIRE_EVIDENCE, &[evidence.into(), summary_of.into()]).map_err(spi("keeping the evidence"))?;
     Ok(table.len() as i64)
 }
 
-fn summarize<D: Driver>(d: &mut D, dry_run: bool, would: &mut WouldChange) -> Result<i64> {
+fn summarize<D: Driver>(d: &mut D, dry_run: bool, batch: i64, would: &mut WouldChange) -> Result<i64> {
     let after = gucs::summarize_after_minutes().min(i32::MAX as i64) as i32;
     let min = gucs::summarize_min_fragments().min(i32::MAX as i64);
     let groups = d.unit(|c| ids_of(c, SUMMARY_GROUPS, &[after.into(), min.into()], "finding old episodes"))?;
@@ -351,13 +408,21 @@ fn summarize<D: Driver>(d: &mut D, dry_run: bool, would: &mut WouldChange) -> Re
         return Ok(n);
     }
     let custom = d.unit(summarizer)?;
+    // A very large group is summarised in parts; groups are packed into units of about a batch
+    // of episodes (a summary and its evidence are always written together).
+    let parts: Vec<Vec<i64>> = groups.iter().flat_map(|g| g.chunks(MAX_SUMMARY_SOURCES).map(|c| c.to_vec())).collect();
     let mut total = 0;
-    for g in &groups {
-        // A summary and its evidence are written together; a very large group is summarised
-        // in parts.
-        for part in g.chunks(MAX_SUMMARY_SOURCES) {
-            total += d.unit(|c| summarize_group(c, part, &custom))?;
+    let mut start = 0;
+    while start < parts.len() {
+        let mut end = start;
+        let mut rows = 0i64;
+        while end < parts.len() && (end == start || rows + parts[end].len() as i64 <= batch) {
+            rows += parts[end].len() as i64;
+            end += 1;
         }
+        let unit: Vec<&Vec<i64>> = parts[start..end].iter().collect();
+        total += d.unit(|c| summarize_groups(c, &unit, &custom))?;
+        start = end;
     }
     Ok(total)
 }
@@ -379,10 +444,22 @@ fn archive<D: Driver>(d: &mut D, dry_run: bool, batch: i64, would: &WouldChange)
         return Ok(ids.iter().filter(|id| !would.retired.contains(id) && !would.rewritten.contains(id)).count() as i64);
     }
     let importance = gucs::archive_importance() as f32;
-    until_done(d, batch, |c| {
-        let table = crate::plans::run(c, ARCHIVE_BATCH, &[batch.into(), after.into(), importance.into()]).map_err(spi("archiving memories"))?;
-        Ok(first_value::<i64>(table).map_err(spi("archiving memories"))?.unwrap_or(0))
-    })
+    // Rows are taken in id order from where the last batch stopped, so the table is read once.
+    let mut from_id = 0i64;
+    let mut total = 0i64;
+    loop {
+        let (n, last) = d.unit(|c| {
+            let table = crate::plans::run(c, ARCHIVE_BATCH, &[batch.into(), after.into(), importance.into(), from_id.into()])
+                .map_err(spi("archiving memories"))?;
+            table.first().get_two::<i64, i64>().map_err(spi("archiving memories"))
+        })?;
+        let n = n.unwrap_or(0);
+        total += n;
+        from_id = last.unwrap_or(from_id);
+        if n < batch {
+            return Ok(total);
+        }
+    }
 }
 
 /// Runs consolidation now: merges duplicates and near-duplicates, summarises old episodes

@@ -9,8 +9,12 @@
 //! 4. `purge`: delete memories retired longer than `agent_memory.regret_window` (evidence of a
 //!    summary stays as long as its summary).
 //!
-//! Protected memories are never expired or evicted. Each step runs in batches of at most
+//! Protected memories are never expired or evicted. Retirements increment the version
+//! themselves (so the write trigger has nothing to do); halving hit counts is a touch and keeps
+//! it. Each step runs in batches of at most
 //! `agent_memory.batch_size` rows; rows locked by a concurrent write are skipped, not waited for.
+//! A batch finds its rows, locks them and changes them in one statement, addressing them by
+//! their physical position (`ctid`) once found, so no row is looked up twice.
 
 use pgrx::datum::TimestampWithTimeZone;
 use pgrx::prelude::*;
@@ -20,12 +24,13 @@ use crate::gucs;
 use crate::runs::{self, until_done, Driver, Job, Steps};
 
 const EXPIRE_BATCH: &str = "\
-WITH c AS (SELECT m.id FROM agent_memory.memories m \
+WITH c AS (SELECT m.ctid AS t FROM agent_memory.memories m \
             WHERE m.active AND NOT m.protected AND (m.expires_at IS NOT NULL OR m.valid_until IS NOT NULL) \
               AND least(m.expires_at, m.valid_until) <= now() \
-            ORDER BY m.id LIMIT $1 FOR UPDATE SKIP LOCKED), \
-     u AS (UPDATE agent_memory.memories m SET active = false, retired_reason = 'expired', retired_at = now() \
-             FROM c WHERE m.id = c.id RETURNING 1) \
+            ORDER BY least(m.expires_at, m.valid_until) LIMIT $1 FOR UPDATE SKIP LOCKED), \
+     u AS (UPDATE agent_memory.memories m \
+              SET active = false, retired_reason = 'expired', retired_at = now(), version = m.version + 1 \
+             FROM c WHERE m.ctid = c.t RETURNING 1) \
 SELECT count(*) FROM u";
 
 const EXPIRE_COUNT: &str = "\
@@ -60,26 +65,27 @@ SELECT m.user_id, least(count(*) - $1, count(*) FILTER (WHERE NOT m.protected)) 
 /// score (protected first, then the score, then newer first), at most `$3` of them.
 const EVICT_BATCH: &str = "\
 WITH ranked AS ( \
-       SELECT m.id, m.protected, row_number() OVER (PARTITION BY m.user_id ORDER BY m.protected DESC, \
+       SELECT m.ctid AS t, m.protected, row_number() OVER (PARTITION BY m.user_id ORDER BY m.protected DESC, \
                 agent_memory.memory_retention_score(m.importance, m.last_hit_at, m.hit_count) DESC, m.id DESC) AS rn \
          FROM agent_memory.memories m \
         WHERE m.active AND m.user_id = ANY ($1) \
           AND (m.protected OR coalesce(least(m.expires_at, m.valid_until) > now(), true))), \
-     victims AS (SELECT r.id FROM ranked r WHERE r.rn > $2 AND NOT r.protected ORDER BY r.id LIMIT $3), \
-     locked AS (SELECT m.id FROM agent_memory.memories m JOIN victims v ON v.id = m.id \
-                 WHERE m.active AND NOT m.protected ORDER BY m.id FOR UPDATE OF m SKIP LOCKED), \
-     u AS (UPDATE agent_memory.memories m SET active = false, retired_reason = 'evicted', retired_at = now() \
-             FROM locked l WHERE m.id = l.id RETURNING 1) \
+     locked AS (SELECT m.ctid AS t FROM agent_memory.memories m \
+                 WHERE m.ctid = ANY (ARRAY(SELECT r.t FROM ranked r WHERE r.rn > $2 AND NOT r.protected LIMIT $3)) \
+                   AND m.active AND NOT m.protected FOR UPDATE OF m SKIP LOCKED), \
+     u AS (UPDATE agent_memory.memories m \
+              SET active = false, retired_reason = 'evicted', retired_at = now(), version = m.version + 1 \
+             FROM locked l WHERE m.ctid = l.t RETURNING 1) \
 SELECT count(*) FROM u";
 
 /// Retired memories past the regret window, oldest retirement first. Evidence of a summary
 /// (`summarized`, still pointing to its summary) stays.
 const PURGE_BATCH: &str = "\
-WITH c AS (SELECT m.id FROM agent_memory.memories m \
+WITH c AS (SELECT m.ctid AS t FROM agent_memory.memories m \
             WHERE NOT m.active AND m.retired_at < now() - make_interval(mins => $2) \
               AND NOT (m.retired_reason = 'summarized' AND m.superseded_by IS NOT NULL) \
-            ORDER BY m.retired_at, m.id LIMIT $1 FOR UPDATE SKIP LOCKED), \
-     d AS (DELETE FROM agent_memory.memories m USING c WHERE m.id = c.id RETURNING 1) \
+            ORDER BY m.retired_at LIMIT $1 FOR UPDATE SKIP LOCKED), \
+     d AS (DELETE FROM agent_memory.memories m USING c WHERE m.ctid = c.t RETURNING 1) \
 SELECT count(*) FROM d";
 const PURGE_COUNT: &str = "\
 SELECT count(*) FROM agent_memory.memories m \

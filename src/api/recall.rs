@@ -135,7 +135,7 @@ pub fn recall(user_id: Option<&str>, query: Option<&VectorDatum>, opts: RecallOp
         let mut scratch = Vec::new();
         // SAFETY: reads the start time of the transaction, which is what now() returns.
         let now = unsafe { pgrx::pg_sys::GetCurrentTransactionStartTimestamp() };
-        let complete = crate::scan::for_each_candidate(&user, &model, kinds.as_deref(), now, |c| {
+        let complete = crate::scan::for_each_candidate(user, &model, kinds.as_deref(), now, |c| {
             if c.archived && !include_archived {
                 return Ok(true);
             }
@@ -145,7 +145,7 @@ pub fn recall(user_id: Option<&str>, query: Option<&VectorDatum>, opts: RecallOp
                 // than agent_memory.exact_limit candidates, rank the index's candidates instead.
                 index = crate::api::index::model_index(client, &model)?;
                 if index.is_some() {
-                    if crate::scan::count_entries(&user, &model, exact_limit + 1)? > exact_limit {
+                    if crate::scan::count_entries(user, &model, exact_limit + 1)? > exact_limit {
                         return Ok(false);
                     }
                     index = None;
@@ -168,7 +168,7 @@ pub fn recall(user_id: Option<&str>, query: Option<&VectorDatum>, opts: RecallOp
         let mut path = "exact";
         if !complete {
             if let Some((dims, schema)) = &index {
-                top = approximate(client, &user, &model, &kinds, include_archived, &q, *dims, schema, k, |similarity, age_hours, importance, episodic| {
+                top = approximate(client, user, &model, &kinds, include_archived, &q, *dims, schema, k, |similarity, age_hours, importance, episodic| {
                     let floor = if episodic { floor_episodic } else { floor_semantic };
                     scorer.score(similarity, age_hours, importance, floor)
                 }, min_similarity, now)?;

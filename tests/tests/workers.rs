@@ -15,7 +15,8 @@ use postgres::Client;
 
 const DB: &str = "agent_memory_workers";
 
-/// The workers' database, with the extension installed and no memories or runs.
+/// The workers' database, with the extension freshly created (the database itself stays: its
+/// worker is connected to it).
 fn worker_db() -> Client {
     let mut admin = connect("postgres");
     let exists = admin.query_opt("SELECT 1 FROM pg_database WHERE datname = $1", &[&DB]).unwrap().is_some();
@@ -25,8 +26,8 @@ fn worker_db() -> Client {
     let mut c = connect(DB);
     c.batch_execute(
         "SET client_min_messages = warning;
-         CREATE EXTENSION IF NOT EXISTS agent_memory CASCADE;
-         TRUNCATE agent_memory.memories, agent_memory.runs, agent_memory.maintenance_state, agent_memory.turns CASCADE;",
+         DROP EXTENSION IF EXISTS agent_memory CASCADE;
+         CREATE EXTENSION agent_memory CASCADE;",
     )
     .unwrap();
     c
