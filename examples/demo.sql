@@ -115,3 +115,39 @@ SELECT id AS os_id, version AS os_version FROM agent_memory.memories
 SELECT agent_memory.memory_update(:os_id, :os_version, object => 'Debian', content => 'Runs Debian') AS first_writer,
        agent_memory.memory_update(:os_id, :os_version, object => 'Fedora', content => 'Runs Fedora') AS second_writer;
 SELECT object, content, version FROM agent_memory.memories WHERE id = :os_id;
+
+\echo
+\echo '=== 8. Consolidation: duplicates merged, old episodes summarised, one-off items archived ==='
+\echo 'ben said the same things several ways, had a trip 40 days ago, and left one-off details:'
+INSERT INTO agent_memory.memories (user_id, kind, subject, predicate, object, content, emb, embedding_model, created_at) VALUES
+ ('ben', 'semantic', 'user', 'language', 'Python',   'Codes in Python',              '[1,0.2,0,0]',     'demo-4d', now() - interval '9 days'),
+ ('ben', 'semantic', 'ben',  'language', 'python',   'Ben writes Python',            '[1,0.21,0,0]',    'demo-4d', now() - interval '8 days'),
+ ('ben', 'semantic', NULL,   'language', 'Python',   'Language: Python',             '[1,0.19,0,0]',    'demo-4d', now() - interval '7 days'),
+ ('ben', 'semantic', NULL,   NULL,       NULL,       'Lives in Lisbon',              '[0.2,1,0,0]',     'demo-4d', now() - interval '6 days'),
+ ('ben', 'semantic', NULL,   NULL,       NULL,       'Ben''s home is Lisbon',        '[0.21,1,0.01,0]', 'demo-4d', now() - interval '5 days'),
+ ('ben', 'episodic', 'trip', NULL,       NULL,       'Flew to Berlin for a workshop.',         '[0,0.2,1,0.1]',  'demo-4d', now() - interval '45 days'),
+ ('ben', 'episodic', 'trip', NULL,       NULL,       'The Berlin workshop was on databases.',  '[0,0.2,1,0.2]',  'demo-4d', now() - interval '44 days'),
+ ('ben', 'episodic', 'trip', NULL,       NULL,       'Lost an umbrella.',                      '[0,0.2,1,0.3]',  'demo-4d', now() - interval '43 days'),
+ ('ben', 'episodic', 'trip', NULL,       NULL,       'Flew back from the Berlin workshop.',    '[0,0.2,1,0.15]', 'demo-4d', now() - interval '42 days'),
+ ('ben', 'semantic', NULL,   NULL,       NULL,       'Parcel code 4471',             '[0.5,0.5,0.5,0.5]', 'demo-4d', now() - interval '40 days'),
+ ('ben', 'semantic', NULL,   NULL,       NULL,       'Table booked for 8 pm',        '[0.5,-0.5,0.5,0.5]','demo-4d', now() - interval '40 days');
+SELECT * FROM agent_memory.memory_consolidate(dry_run => true);
+\echo 'The dry run changed nothing; the pass:'
+SELECT * FROM agent_memory.memory_consolidate();
+SELECT content, kind, active, coalesce(retired_reason, CASE WHEN archived_at IS NOT NULL THEN 'archived' END) AS state,
+       round(importance::numeric, 2) AS importance
+  FROM agent_memory.memories WHERE user_id = 'ben' ORDER BY active DESC, kind DESC, content;
+\echo 'The summary keeps its evidence (memory_evidence), which recall no longer returns:'
+SELECT e.content FROM agent_memory.memories s, agent_memory.memory_evidence(s.id) e
+ WHERE s.user_id = 'ben' AND s.source = 'consolidation' ORDER BY e.created_at;
+
+\echo
+\echo '=== 9. Forgetting: at most agent_memory.capacity (400) active memories per user ==='
+\echo 'Every demo user has 1,000. Hard facts are protected and never evicted:'
+UPDATE agent_memory.memories SET protected = true WHERE user_id = 'user-07' AND content LIKE '%memory 1 about%';
+SELECT * FROM agent_memory.memory_forget(dry_run => true);
+SELECT * FROM agent_memory.memory_forget();
+SELECT user_id, active, protected, retired, retired_by_reason
+  FROM agent_memory.memory_stats WHERE user_id IN ('user-07', 'user-08', 'ben') ORDER BY user_id;
+\echo 'Every pass leaves a run row; the background worker of this database runs both on a schedule:'
+SELECT job, status, steps FROM agent_memory.last_runs ORDER BY job, started_at;

@@ -227,11 +227,12 @@ CREATE TABLE agent_memory.runs (
     pid         integer     NOT NULL DEFAULT pg_backend_pid(),
     steps       jsonb       NOT NULL DEFAULT '{}',
     error       text,
+    step_ms     jsonb       NOT NULL DEFAULT '{}',
     longest_batch_ms double precision,
     CHECK ((status = 'running') = (finished_at IS NULL))
 );
 COMMENT ON TABLE agent_memory.runs IS
-    'One row per forgetting or consolidation run: job, start, end, status, rows per step (steps), error, and for a worker''s run the longest a batch held its transaction (longest_batch_ms). A run left running by a crash is marked failed when the worker starts again.';
+    'One row per forgetting or consolidation run: job, start, end, status, rows per step (steps), milliseconds per step (step_ms), error, and for a worker''s run the longest a batch held its transaction (longest_batch_ms). A run left running by a crash is marked failed when the worker starts again.';
 CREATE INDEX runs_job_started ON agent_memory.runs (job, started_at DESC);
 
 -- When periodic work was last done (the halving of hit counts).
@@ -261,7 +262,7 @@ COMMENT ON VIEW agent_memory.memory_stats IS 'Per user: active, protected, archi
 -- The last runs of each job, newest first.
 CREATE VIEW agent_memory.last_runs AS
 SELECT r.job, r.id, r.started_at, r.finished_at, r.finished_at - r.started_at AS duration,
-       r.status, r.by_worker, r.steps, r.longest_batch_ms, r.error
+       r.status, r.by_worker, r.steps, r.step_ms, r.longest_batch_ms, r.error
   FROM (SELECT x.*, row_number() OVER (PARTITION BY x.job ORDER BY x.started_at DESC, x.id DESC) AS n
           FROM agent_memory.runs x) r
  WHERE r.n <= 10;

@@ -36,8 +36,23 @@ impl Job {
     }
 }
 
-/// Rows per step, in the order the steps ran.
-pub type Steps = Vec<(&'static str, i64)>;
+/// One step of a pass: how many rows it changed (or would change) and how long it took.
+#[derive(Clone, Debug)]
+pub struct Step {
+    pub name: &'static str,
+    pub rows: i64,
+    pub ms: f64,
+}
+
+/// The steps of a pass, in the order they ran.
+pub type Steps = Vec<Step>;
+
+/// Runs one step and times it.
+pub fn step(name: &'static str, f: impl FnOnce() -> Result<i64>) -> Result<Step> {
+    let started = std::time::Instant::now();
+    let rows = f()?;
+    Ok(Step { name, rows, ms: started.elapsed().as_secs_f64() * 1000.0 })
+}
 
 /// How a pass runs its units of work.
 pub trait Driver {
@@ -78,7 +93,8 @@ const TRY_LOCK_SESSION: &str = "SELECT pg_catalog.pg_try_advisory_lock(pg_catalo
 const UNLOCK_SESSION: &str = "SELECT pg_catalog.pg_advisory_unlock(pg_catalog.hashtextextended('agent_memory.job:' || $1, 0))";
 const START_RUN: &str = "INSERT INTO agent_memory.runs (job, by_worker) VALUES ($1, $2) RETURNING id";
 const FINISH_RUN: &str = "\
-UPDATE agent_memory.runs SET finished_at = clock_timestamp(), status = $2, steps = $3::jsonb, error = $4, longest_batch_ms = $5 \
+UPDATE agent_memory.runs SET finished_at = clock_timestamp(), status = $2, steps = $3::jsonb, error = $4, longest_batch_ms = $5, \
+       step_ms = $6::jsonb \
  WHERE id = $1";
 
 /// Marks as failed the runs a crash or a kill left 'running'. A worker calls this when it
@@ -90,14 +106,20 @@ UPDATE agent_memory.runs SET status = 'failed', finished_at = clock_timestamp(),
  WHERE status = 'running' AND by_worker";
 
 fn steps_json(steps: &Steps) -> String {
-    let map: serde_json::Map<String, serde_json::Value> = steps.iter().map(|(k, v)| (k.to_string(), (*v).into())).collect();
+    let map: serde_json::Map<String, serde_json::Value> = steps.iter().map(|s| (s.name.to_string(), s.rows.into())).collect();
+    serde_json::Value::Object(map).to_string()
+}
+
+fn step_ms_json(steps: &Steps) -> String {
+    let map: serde_json::Map<String, serde_json::Value> = steps.iter().map(|s| (s.name.to_string(), ((s.ms * 10.0).round() / 10.0).into())).collect();
     serde_json::Value::Object(map).to_string()
 }
 
 /// `dry_run` must be given: NULL is an error, not a silent no-op.
 pub fn check_dry_run(dry_run: Option<bool>) -> Result<bool> {
     dry_run.ok_or_else(|| {
-        MemoryError::null_value("dry_run must not be NULL").hint("Pass dry_run => true to see what would change, or false (the default) to change it.")
+        MemoryError::null_value("dry_run must not be NULL")
+            .hint("Pass dry_run => true to see what would change, or false (the default) to change it.")
     })
 }
 
@@ -128,7 +150,14 @@ pub fn by_hand(job: Job, dry_run: bool, pass: impl FnOnce(&mut InCallerTransacti
         crate::plans::run(
             client,
             FINISH_RUN,
-            &[run_id.into(), "succeeded".into(), steps_json(&steps).into(), Option::<String>::None.into(), Option::<f64>::None.into()],
+            &[
+                run_id.into(),
+                "succeeded".into(),
+                steps_json(&steps).into(),
+                Option::<String>::None.into(),
+                Option::<f64>::None.into(),
+                step_ms_json(&steps).into(),
+            ],
         )
         .map_err(spi("recording the run"))?;
         Ok(())
@@ -149,23 +178,26 @@ pub enum Attempt {
 /// mark failed.
 pub fn by_worker<D: Driver>(d: &mut D, job: Job, pass: impl FnOnce(&mut D) -> Result<Steps>) -> Result<Attempt> {
     let run_id = d.unit(|client| {
-        let got: Option<bool> = first_value(crate::plans::run(client, TRY_LOCK_SESSION, &[job.name().into()]).map_err(spi("taking the pass's lock"))?)
-            .map_err(spi("taking the pass's lock"))?;
+        let got: Option<bool> =
+            first_value(crate::plans::run(client, TRY_LOCK_SESSION, &[job.name().into()]).map_err(spi("taking the pass's lock"))?)
+                .map_err(spi("taking the pass's lock"))?;
         if got != Some(true) {
             return Ok(None);
         }
         first_value::<i64>(crate::plans::run(client, START_RUN, &[job.name().into(), true.into()]).map_err(spi("recording the run"))?)
             .map_err(spi("recording the run"))
     })?;
-    let Some(run_id) = run_id else { return Ok(Attempt::Busy) };
+    let Some(run_id) = run_id else {
+        return Ok(Attempt::Busy);
+    };
     let outcome = pass(d).map_err(|e| e.message);
-    let (status, steps, error) = match &outcome {
-        Ok(steps) => ("succeeded", steps_json(steps), None),
-        Err(message) => ("failed", "{}".to_string(), Some(message.clone())),
+    let (status, steps, step_ms, error) = match &outcome {
+        Ok(steps) => ("succeeded", steps_json(steps), step_ms_json(steps), None),
+        Err(message) => ("failed", "{}".to_string(), "{}".to_string(), Some(message.clone())),
     };
     let longest = d.longest_unit_ms();
     let finish = d.unit(|client| {
-        crate::plans::run(client, FINISH_RUN, &[run_id.into(), status.into(), steps.into(), error.into(), longest.into()])
+        crate::plans::run(client, FINISH_RUN, &[run_id.into(), status.into(), steps.into(), error.into(), longest.into(), step_ms.into()])
             .map_err(spi("recording the run"))?;
         crate::plans::run(client, UNLOCK_SESSION, &[job.name().into()]).map_err(spi("releasing the pass's lock"))?;
         Ok(())

@@ -214,8 +214,8 @@ fn run_job(job: Job, role: &str) {
     let started = Instant::now();
     match runs::by_worker(&mut d, job, pass) {
         Ok(Attempt::Ran(Ok(steps))) => {
-            let summary: Vec<String> = steps.iter().map(|(s, n)| format!("{s} {n}")).collect();
-            if steps.iter().all(|(_, n)| *n == 0) {
+            let summary: Vec<String> = steps.iter().map(|s| format!("{} {} ({:.0} ms)", s.name, s.rows, s.ms)).collect();
+            if steps.iter().all(|s| s.rows == 0) {
                 debug1!("agent_memory: {} pass found nothing to do", job.name());
                 return;
             }

@@ -26,7 +26,7 @@ use pgrx::spi::SpiClient;
 
 use crate::error::{first_value, spi, MemoryError, OrRaise, Result};
 use crate::gucs;
-use crate::runs::{self, Driver, Job, Steps};
+use crate::runs::{self, step, Driver, Job, Steps};
 use crate::vector::{Element, VectorDatum};
 
 /// Groups of duplicates: ids newest first. Objects compare without case or surrounding blanks,
@@ -141,11 +141,12 @@ fn merge(client: &mut SpiClient<'_>, pairs: &[(i64, i64)]) -> Result<i64> {
 pub fn consolidate_pass<D: Driver>(d: &mut D, dry_run: bool) -> Result<Steps> {
     let batch = gucs::batch_size();
     let mut would = WouldChange::default();
-    let duplicates = merge_duplicates(d, dry_run, batch, &mut would)?;
-    let similar = merge_similar(d, dry_run, batch, &mut would)?;
-    let summarized = summarize(d, dry_run, batch, &mut would)?;
-    let archived = archive(d, dry_run, batch, &would)?;
-    Ok(vec![("merge_duplicates", duplicates), ("merge_similar", similar), ("summarize", summarized), ("archive", archived)])
+    Ok(vec![
+        step("merge_duplicates", || merge_duplicates(d, dry_run, batch, &mut would))?,
+        step("merge_similar", || merge_similar(d, dry_run, batch, &mut would))?,
+        step("summarize", || summarize(d, dry_run, batch, &mut would))?,
+        step("archive", || archive(d, dry_run, batch, &would))?,
+    ])
 }
 
 fn merge_duplicates<D: Driver>(d: &mut D, dry_run: bool, batch: i64, would: &mut WouldChange) -> Result<i64> {
@@ -176,16 +177,18 @@ fn similar_pairs(user: &str, model: &str, threshold: f64, skip: &HashSet<i64>, s
     let now = unsafe { pg_sys::GetCurrentTransactionStartTimestamp() };
     let kinds = ["semantic".to_string()];
     let mut rows: Vec<(i64, i64, Vec<f32>)> = Vec::new();
-    crate::scan::with_fresh_snapshot(|| crate::scan::for_each_candidate(user, model, Some(&kinds), now, |c| {
-        *scanned += 1;
-        if skip.contains(&c.id) {
-            return Ok(true);
-        }
-        // SAFETY: the datum is `memories.emb`, of type `vector`, valid during the callback.
-        let emb = unsafe { VectorDatum::from_datum(c.emb, Element::F32) }?;
-        rows.push((c.created, c.id, vecmath::normalized(&emb.to_f32_vec())));
-        Ok(true)
-    }))?;
+    crate::scan::with_fresh_snapshot(|| {
+        crate::scan::for_each_candidate(user, model, Some(&kinds), now, |c| {
+            *scanned += 1;
+            if skip.contains(&c.id) {
+                return Ok(true);
+            }
+            // SAFETY: the datum is `memories.emb`, of type `vector`, valid during the callback.
+            let emb = unsafe { VectorDatum::from_datum(c.emb, Element::F32) }?;
+            rows.push((c.created, c.id, vecmath::normalized(&emb.to_f32_vec())));
+            Ok(true)
+        })
+    })?;
     // Newest first: the newest of a group is kept.
     rows.sort_by(|a, b| b.0.cmp(&a.0).then(b.1.cmp(&a.1)));
     let vectors: Vec<&[f32]> = rows.iter().map(|r| r.2.as_slice()).collect();
@@ -305,14 +308,19 @@ fn summarize_groups(client: &mut SpiClient<'_>, groups: &[&Vec<i64>], custom: &O
         let mut table = crate::plans::run(client, SUMMARY_SOURCES, &[ids.into()]).map_err(spi("reading episodes"))?;
         while table.next().is_some() {
             let e = spi("reading an episode");
-            let (Some(id), Some(user), Some(model), Some(content)) =
-                (table.get::<i64>(1).map_err(&e)?, table.get::<String>(2).map_err(&e)?, table.get::<String>(3).map_err(&e)?, table.get::<String>(5).map_err(&e)?)
-            else {
+            let (Some(id), Some(user), Some(model), Some(content)) = (
+                table.get::<i64>(1).map_err(&e)?,
+                table.get::<String>(2).map_err(&e)?,
+                table.get::<String>(3).map_err(&e)?,
+                table.get::<String>(5).map_err(&e)?,
+            ) else {
                 continue;
             };
             let subject: Option<String> = table.get(4).map_err(&e)?;
             let importance: f32 = table.get(6).map_err(&e)?.unwrap_or(0.0);
-            let Some(emb) = table.get_datum_by_ordinal(7).map_err(&e)? else { continue };
+            let Some(emb) = table.get_datum_by_ordinal(7).map_err(&e)? else {
+                continue;
+            };
             // SAFETY: column 7 is `memories.emb`, of type `vector`.
             let emb = vecmath::normalized(&unsafe { VectorDatum::from_datum(emb, Element::F32) }?.to_f32_vec());
             if let Some(&gi) = group_of.get(&id) {
@@ -428,7 +436,9 @@ fn summarize<D: Driver>(d: &mut D, dry_run: bool, batch: i64, would: &mut WouldC
 }
 
 fn archive<D: Driver>(d: &mut D, dry_run: bool, batch: i64, would: &WouldChange) -> Result<i64> {
-    let Some(after) = gucs::archive_after_minutes() else { return Ok(0) };
+    let Some(after) = gucs::archive_after_minutes() else {
+        return Ok(0);
+    };
     let after = after.min(i32::MAX as i64) as i32;
     if dry_run {
         let ids: Vec<i64> = d.unit(|c| {
@@ -467,10 +477,8 @@ fn archive<D: Driver>(d: &mut D, dry_run: bool, batch: i64, would: &WouldChange)
 /// Nothing is deleted. `dry_run => true` changes nothing and returns what would change. Fails
 /// at once (55P03) while another consolidation pass runs.
 #[pg_extern(volatile, parallel_unsafe)]
-fn memory_consolidate(
-    dry_run: default!(Option<bool>, false),
-) -> TableIterator<'static, (name!(step, String), name!(rows, i64))> {
+fn memory_consolidate(dry_run: default!(Option<bool>, false)) -> TableIterator<'static, (name!(step, String), name!(rows, i64))> {
     let dry_run = runs::check_dry_run(dry_run).or_raise();
     let steps = runs::by_hand(Job::Consolidate, dry_run, |d| consolidate_pass(d, dry_run)).or_raise();
-    TableIterator::new(steps.into_iter().map(|(s, n)| (s.to_string(), n)))
+    TableIterator::new(steps.into_iter().map(|s| (s.name.to_string(), s.rows)))
 }

@@ -21,7 +21,7 @@ use pgrx::prelude::*;
 
 use crate::error::{first_value, spi, OrRaise, Result};
 use crate::gucs;
-use crate::runs::{self, until_done, Driver, Job, Steps};
+use crate::runs::{self, step, until_done, Driver, Job, Steps};
 
 const EXPIRE_BATCH: &str = "\
 WITH c AS (SELECT m.ctid AS t FROM agent_memory.memories m \
@@ -102,98 +102,103 @@ pub fn forget_pass<D: Driver>(d: &mut D, dry_run: bool) -> Result<Steps> {
     let mut steps: Steps = Vec::with_capacity(4);
 
     // 1. Expire.
-    let expired = if dry_run {
-        d.unit(|c| count(c, EXPIRE_COUNT, &[], "counting expired memories"))?
-    } else {
-        until_done(d, batch, |c| count(c, EXPIRE_BATCH, &[batch.into()], "expiring memories"))?
-    };
-    steps.push(("expire", expired));
+    steps.push(step("expire", || {
+        if dry_run {
+            d.unit(|c| count(c, EXPIRE_COUNT, &[], "counting expired memories"))
+        } else {
+            until_done(d, batch, |c| count(c, EXPIRE_BATCH, &[batch.into()], "expiring memories"))
+        }
+    })?);
 
     // 2. Age hit counts, when due.
-    let halflife = gucs::hit_halflife_minutes().min(i32::MAX as i64) as i32;
-    let due: Option<bool> = d.unit(|c| {
-        first_value::<bool>(crate::plans::run(c, HALVED_AT, &[halflife.into()]).map_err(spi("reading when hits were halved"))?)
-            .map_err(spi("reading when hits were halved"))
-    })?;
-    let halved = match (due, dry_run) {
-        (Some(true), true) => d.unit(|c| count(c, HALVE_COUNT, &[], "counting hit counts"))?,
-        (Some(true), false) => {
-            d.unit(|c| {
-                crate::plans::run(c, MARK_HALVED, &[]).map_err(spi("recording the halving"))?;
-                Ok(())
-            })?;
-            let mut after = 0i64;
-            let mut total = 0i64;
-            loop {
-                let (n, last) = d.unit(|c| {
-                    let table = crate::plans::run(c, HALVE_BATCH, &[batch.into(), after.into()]).map_err(spi("halving hit counts"))?;
-                    table.first().get_two::<i64, i64>().map_err(spi("halving hit counts"))
+    steps.push(step("age_hits", || -> Result<i64> {
+        let halflife = gucs::hit_halflife_minutes().min(i32::MAX as i64) as i32;
+        let due: Option<bool> = d.unit(|c| {
+            first_value::<bool>(crate::plans::run(c, HALVED_AT, &[halflife.into()]).map_err(spi("reading when hits were halved"))?)
+                .map_err(spi("reading when hits were halved"))
+        })?;
+        Ok(match (due, dry_run) {
+            (Some(true), true) => d.unit(|c| count(c, HALVE_COUNT, &[], "counting hit counts"))?,
+            (Some(true), false) => {
+                d.unit(|c| {
+                    crate::plans::run(c, MARK_HALVED, &[]).map_err(spi("recording the halving"))?;
+                    Ok(())
                 })?;
-                let n = n.unwrap_or(0);
-                total += n;
-                after = last.unwrap_or(after);
-                if n < batch {
-                    break;
-                }
-            }
-            total
-        }
-        // The first pass only starts the clock.
-        (None, false) => {
-            d.unit(|c| {
-                crate::plans::run(c, MARK_HALVED, &[]).map_err(spi("recording the halving"))?;
-                Ok(())
-            })?;
-            0
-        }
-        _ => 0,
-    };
-    steps.push(("age_hits", halved));
-
-    // 3. Evict above the capacity.
-    let evicted = match gucs::capacity() {
-        None => 0,
-        Some(cap) => {
-            let over: Vec<(String, i64)> = d.unit(|c| {
-                let table = crate::plans::run(c, OVER_CAPACITY, &[cap.into()]).map_err(spi("finding users above the capacity"))?;
-                let mut out = Vec::new();
-                for row in table {
-                    let user: Option<String> = row.get(1).map_err(spi("reading a user"))?;
-                    let excess: Option<i64> = row.get(2).map_err(spi("reading a user"))?;
-                    if let (Some(u), Some(e)) = (user, excess) {
-                        if e > 0 {
-                            out.push((u, e));
-                        }
+                let mut after = 0i64;
+                let mut total = 0i64;
+                loop {
+                    let (n, last) = d.unit(|c| {
+                        let table = crate::plans::run(c, HALVE_BATCH, &[batch.into(), after.into()]).map_err(spi("halving hit counts"))?;
+                        table.first().get_two::<i64, i64>().map_err(spi("halving hit counts"))
+                    })?;
+                    let n = n.unwrap_or(0);
+                    total += n;
+                    after = last.unwrap_or(after);
+                    if n < batch {
+                        break;
                     }
-                }
-                Ok(out)
-            })?;
-            if dry_run {
-                over.iter().map(|(_, e)| e).sum()
-            } else {
-                let mut total = 0;
-                for group in user_batches(&over, batch) {
-                    total += until_done(d, batch, |c| count(c, EVICT_BATCH, &[group.clone().into(), cap.into(), batch.into()], "evicting memories"))?;
                 }
                 total
             }
-        }
-    };
-    steps.push(("evict", evicted));
+            // The first pass only starts the clock.
+            (None, false) => {
+                d.unit(|c| {
+                    crate::plans::run(c, MARK_HALVED, &[]).map_err(spi("recording the halving"))?;
+                    Ok(())
+                })?;
+                0
+            }
+            _ => 0,
+        })
+    })?);
+
+    // 3. Evict above the capacity.
+    steps.push(step("evict", || -> Result<i64> {
+        Ok(match gucs::capacity() {
+            None => 0,
+            Some(cap) => {
+                let over: Vec<(String, i64)> = d.unit(|c| {
+                    let table = crate::plans::run(c, OVER_CAPACITY, &[cap.into()]).map_err(spi("finding users above the capacity"))?;
+                    let mut out = Vec::new();
+                    for row in table {
+                        let user: Option<String> = row.get(1).map_err(spi("reading a user"))?;
+                        let excess: Option<i64> = row.get(2).map_err(spi("reading a user"))?;
+                        if let (Some(u), Some(e)) = (user, excess) {
+                            if e > 0 {
+                                out.push((u, e));
+                            }
+                        }
+                    }
+                    Ok(out)
+                })?;
+                if dry_run {
+                    over.iter().map(|(_, e)| e).sum()
+                } else {
+                    let mut total = 0;
+                    for group in user_batches(&over, batch) {
+                        total +=
+                            until_done(d, batch, |c| count(c, EVICT_BATCH, &[group.clone().into(), cap.into(), batch.into()], "evicting memories"))?;
+                    }
+                    total
+                }
+            }
+        })
+    })?);
 
     // 4. Purge after the regret window.
-    let purged = match gucs::regret_window_minutes() {
-        None => 0,
-        Some(window) => {
-            let window = window.min(i32::MAX as i64) as i32;
-            if dry_run {
-                d.unit(|c| count(c, PURGE_COUNT, &[window.into()], "counting retired memories"))?
-            } else {
-                until_done(d, batch, |c| count(c, PURGE_BATCH, &[batch.into(), window.into()], "purging retired memories"))?
+    steps.push(step("purge", || -> Result<i64> {
+        Ok(match gucs::regret_window_minutes() {
+            None => 0,
+            Some(window) => {
+                let window = window.min(i32::MAX as i64) as i32;
+                if dry_run {
+                    d.unit(|c| count(c, PURGE_COUNT, &[window.into()], "counting retired memories"))?
+                } else {
+                    until_done(d, batch, |c| count(c, PURGE_BATCH, &[batch.into(), window.into()], "purging retired memories"))?
+                }
             }
-        }
-    };
-    steps.push(("purge", purged));
+        })
+    })?);
     Ok(steps)
 }
 
@@ -221,12 +226,10 @@ fn user_batches(over: &[(String, i64)], batch: i64) -> Vec<Vec<String>> {
 /// after the regret window; returns the rows of each step. `dry_run => true` changes nothing
 /// and returns what would change. Fails at once (55P03) while another forgetting pass runs.
 #[pg_extern(volatile, parallel_unsafe)]
-fn memory_forget(
-    dry_run: default!(Option<bool>, false),
-) -> TableIterator<'static, (name!(step, String), name!(rows, i64))> {
+fn memory_forget(dry_run: default!(Option<bool>, false)) -> TableIterator<'static, (name!(step, String), name!(rows, i64))> {
     let dry_run = runs::check_dry_run(dry_run).or_raise();
     let steps = runs::by_hand(Job::Forget, dry_run, |d| forget_pass(d, dry_run)).or_raise();
-    TableIterator::new(steps.into_iter().map(|(s, n)| (s.to_string(), n)))
+    TableIterator::new(steps.into_iter().map(|s| (s.name.to_string(), s.rows)))
 }
 
 /// The retention score forgetting ranks a user's memories by (higher is kept):

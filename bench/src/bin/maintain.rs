@@ -148,6 +148,7 @@ struct Run {
     seconds: f64,
     longest_ms: f64,
     steps: String,
+    step_ms: String,
 }
 
 /// Lets the worker run `job` once (its interval set to one second), and reads its run row.
@@ -159,7 +160,7 @@ fn worker_pass(c: &mut Client, job: &str) -> Run {
     let row = loop {
         if let Some(r) = c
             .query_opt(
-                "SELECT extract(epoch FROM finished_at - started_at)::float8, coalesce(longest_batch_ms, 0), steps::text, status, error \
+                "SELECT extract(epoch FROM finished_at - started_at)::float8, coalesce(longest_batch_ms, 0), steps::text, status, error, step_ms::text \
                    FROM agent_memory.runs WHERE id > $1 AND job = $2 AND by_worker AND status <> 'running' ORDER BY id LIMIT 1",
                 &[&before, &job],
             )
@@ -173,7 +174,7 @@ fn worker_pass(c: &mut Client, job: &str) -> Run {
     configure(c, &[(interval, "1h")]);
     let status: String = row.get(3);
     assert_eq!(status, "succeeded", "the {job} pass failed: {:?}", row.get::<_, Option<String>>(4));
-    Run { seconds: row.get(0), longest_ms: row.get(1), steps: row.get(2) }
+    Run { seconds: row.get(0), longest_ms: row.get(1), steps: row.get(2), step_ms: row.get(5) }
 }
 
 fn timed(c: &mut Client, sql: &str) -> (f64, String) {
@@ -228,6 +229,7 @@ fn main() {
     let (again_f, again_f_steps) = timed(&mut c, "SELECT * FROM agent_memory.memory_forget()");
     configure(&mut c, &[("forget_interval", "10min"), ("consolidate_interval", "1d")]);
 
+    println!("consolidation, ms per step: {}\nforgetting, ms per step: {}", cons.step_ms, forget.step_ms);
     let mut out = format!("## Forgetting and consolidation on {total} memories ({n_users} users × 1,000, {DIMS} dimensions)\n\n");
     out += &format!("Load (COPY, with the write trigger): {:.1} s.\n\n", load_time.as_secs_f64());
     let rows = vec![
@@ -253,6 +255,7 @@ fn main() {
         ],
     ];
     out += &table(&["what", "seconds", "longest lock hold (ms)", "rows per step", "target"], &rows);
+    out += &format!("\nMilliseconds per step: consolidation {}; forgetting {}.\n", cons.step_ms, forget.step_ms);
     let met = |s: f64, t: f64| if s <= t { "met" } else { "NOT met" };
     let verdict = format!(
         "\nforgetting {:.2} s (target ≤ 10 s: {}), consolidation {:.2} s (target ≤ 20 s: {}); longest batch {:.0} ms\n",
