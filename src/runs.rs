@@ -60,8 +60,13 @@ pub trait Driver {
     /// transaction, or in a transaction of its own.
     fn unit<R>(&mut self, f: impl FnOnce(&mut SpiClient<'_>) -> Result<R>) -> Result<R>;
 
-    /// The longest a unit of this pass held its transaction open, in milliseconds, when units
-    /// are transactions of their own.
+    /// A unit that only reads (it plans the batches): it takes no row locks.
+    fn read<R>(&mut self, f: impl FnOnce(&mut SpiClient<'_>) -> Result<R>) -> Result<R> {
+        self.unit(f)
+    }
+
+    /// The longest a writing unit of this pass held its transaction (and so its row locks) open,
+    /// in milliseconds, when units are transactions of their own.
     fn longest_unit_ms(&self) -> Option<f64> {
         None
     }

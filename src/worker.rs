@@ -130,6 +130,20 @@ struct WorkerDriver {
 
 impl Driver for WorkerDriver {
     fn unit<R>(&mut self, f: impl FnOnce(&mut SpiClient<'_>) -> Result<R>) -> Result<R> {
+        self.run(f, true)
+    }
+
+    fn read<R>(&mut self, f: impl FnOnce(&mut SpiClient<'_>) -> Result<R>) -> Result<R> {
+        self.run(f, false)
+    }
+
+    fn longest_unit_ms(&self) -> Option<f64> {
+        Some(self.longest.as_secs_f64() * 1000.0)
+    }
+}
+
+impl WorkerDriver {
+    fn run<R>(&mut self, f: impl FnOnce(&mut SpiClient<'_>) -> Result<R>, writes: bool) -> Result<R> {
         if !self.first {
             let pause = gucs::batch_pause();
             if !pause.is_zero() && !BackgroundWorker::wait_latch(Some(pause)) {
@@ -152,12 +166,10 @@ impl Driver for WorkerDriver {
                 f(client)
             })
         });
-        self.longest = self.longest.max(started.elapsed());
+        if writes {
+            self.longest = self.longest.max(started.elapsed());
+        }
         result
-    }
-
-    fn longest_unit_ms(&self) -> Option<f64> {
-        Some(self.longest.as_secs_f64() * 1000.0)
     }
 }
 

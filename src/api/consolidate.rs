@@ -46,7 +46,7 @@ WITH x AS (SELECT * FROM unnest($1::bigint[], $2::bigint[]) AS x(id, keeper)), \
      r AS (UPDATE agent_memory.memories m \
               SET active = false, retired_reason = 'merged', retired_at = now(), superseded_by = x.keeper, \
                   version = m.version + 1 \
-             FROM x WHERE m.id = x.id AND m.active AND m.id <> x.keeper AND x.keeper IN (SELECT id FROM live) \
+             FROM x JOIN live ON live.id = x.keeper WHERE m.id = x.id AND m.active AND m.id <> x.keeper \
            RETURNING x.keeper, m.protected), \
      g AS (SELECT r.keeper, count(*) AS n, bool_or(r.protected) AS prot FROM r GROUP BY r.keeper), \
      u AS (UPDATE agent_memory.memories m \
@@ -89,19 +89,20 @@ UPDATE agent_memory.memories m \
  WHERE m.id = x.id AND m.active";
 
 /// One-off memories: never recalled, never rewritten (version 1), old, not protected.
+/// Archives the one-off memories among `$1` (still one-off: the conditions are checked again).
 const ARCHIVE_BATCH: &str = "\
-WITH c AS (SELECT m.ctid AS t, m.id FROM agent_memory.memories m \
-            WHERE m.active AND NOT m.protected AND m.archived_at IS NULL AND m.hit_count = 0 AND m.version = 1 \
-              AND m.created_at < now() - make_interval(mins => $2) AND m.id > $4 \
-            ORDER BY m.id LIMIT $1 FOR UPDATE SKIP LOCKED), \
-     u AS (UPDATE agent_memory.memories m \
+WITH u AS (UPDATE agent_memory.memories m \
               SET archived_at = now(), importance = least(m.importance, $3::real), version = m.version + 1 \
-             FROM c WHERE m.ctid = c.t RETURNING c.id) \
-SELECT count(*), coalesce(max(u.id), $4) FROM u";
+             FROM unnest($1::bigint[]) AS x(id) \
+            WHERE m.id = x.id AND m.active AND NOT m.protected AND m.archived_at IS NULL AND m.hit_count = 0 \
+              AND m.version = 1 AND m.created_at < now() - make_interval(mins => $2) \
+           RETURNING 1) \
+SELECT count(*) FROM u";
 const ARCHIVE_CANDIDATES: &str = "\
 SELECT m.id FROM agent_memory.memories m \
  WHERE m.active AND NOT m.protected AND m.archived_at IS NULL AND m.hit_count = 0 AND m.version = 1 \
-   AND m.created_at < now() - make_interval(mins => $1)";
+   AND m.created_at < now() - make_interval(mins => $1) \
+ ORDER BY m.id";
 
 /// Rows a batch of `merge_similar` may read before it writes, so no batch runs long.
 const SIMILAR_SCAN_ROWS: usize = 20_000;
@@ -150,7 +151,7 @@ pub fn consolidate_pass<D: Driver>(d: &mut D, dry_run: bool) -> Result<Steps> {
 }
 
 fn merge_duplicates<D: Driver>(d: &mut D, dry_run: bool, batch: i64, would: &mut WouldChange) -> Result<i64> {
-    let groups = d.unit(|c| ids_of(c, DUPLICATE_GROUPS, &[], "finding duplicates"))?;
+    let groups = d.read(|c| ids_of(c, DUPLICATE_GROUPS, &[], "finding duplicates"))?;
     let mut pairs: Vec<(i64, i64)> = Vec::new();
     for g in &groups {
         for &id in &g[1..] {
@@ -198,7 +199,7 @@ fn similar_pairs(user: &str, model: &str, threshold: f64, skip: &HashSet<i64>, s
 
 fn merge_similar<D: Driver>(d: &mut D, dry_run: bool, batch: i64, would: &mut WouldChange) -> Result<i64> {
     let threshold = gucs::merge_similarity();
-    let users: Vec<(String, String)> = d.unit(|c| {
+    let users: Vec<(String, String)> = d.read(|c| {
         let table = crate::plans::run(c, USERS_AND_MODELS, &[]).map_err(spi("listing users"))?;
         let mut out = Vec::new();
         for row in table {
@@ -213,7 +214,7 @@ fn merge_similar<D: Driver>(d: &mut D, dry_run: bool, batch: i64, would: &mut Wo
     while next < users.len() {
         // One unit: users from `next` on, until a batch of merges or enough rows read.
         let skip = &would.retired;
-        let (pairs, done_to) = d.unit(|_c| {
+        let (pairs, done_to) = d.read(|_c| {
             let mut pairs: Vec<(i64, i64)> = Vec::new();
             let mut scanned = 0usize;
             let mut i = next;
@@ -403,7 +404,7 @@ fn summarize_groups(client: &mut SpiClient<'_>, groups: &[&Vec<i64>], custom: &O
 fn summarize<D: Driver>(d: &mut D, dry_run: bool, batch: i64, would: &mut WouldChange) -> Result<i64> {
     let after = gucs::summarize_after_minutes().min(i32::MAX as i64) as i32;
     let min = gucs::summarize_min_fragments().min(i32::MAX as i64);
-    let groups = d.unit(|c| ids_of(c, SUMMARY_GROUPS, &[after.into(), min.into()], "finding old episodes"))?;
+    let groups = d.read(|c| ids_of(c, SUMMARY_GROUPS, &[after.into(), min.into()], "finding old episodes"))?;
     if dry_run {
         let mut n = 0;
         for g in &groups {
@@ -415,7 +416,7 @@ fn summarize<D: Driver>(d: &mut D, dry_run: bool, batch: i64, would: &mut WouldC
         }
         return Ok(n);
     }
-    let custom = d.unit(summarizer)?;
+    let custom = d.read(summarizer)?;
     // A very large group is summarised in parts; groups are packed into units of about a batch
     // of episodes (a summary and its evidence are always written together).
     let parts: Vec<Vec<i64>> = groups.iter().flat_map(|g| g.chunks(MAX_SUMMARY_SOURCES).map(|c| c.to_vec())).collect();
@@ -436,40 +437,32 @@ fn summarize<D: Driver>(d: &mut D, dry_run: bool, batch: i64, would: &mut WouldC
 }
 
 fn archive<D: Driver>(d: &mut D, dry_run: bool, batch: i64, would: &WouldChange) -> Result<i64> {
-    let Some(after) = gucs::archive_after_minutes() else {
-        return Ok(0);
-    };
+    let Some(after) = gucs::archive_after_minutes() else { return Ok(0) };
     let after = after.min(i32::MAX as i64) as i32;
-    if dry_run {
-        let ids: Vec<i64> = d.unit(|c| {
-            let table = crate::plans::run(c, ARCHIVE_CANDIDATES, &[after.into()]).map_err(spi("finding one-off memories"))?;
-            let mut out = Vec::new();
-            for row in table {
-                if let Some(id) = row.get::<i64>(1).map_err(spi("finding one-off memories"))? {
-                    out.push(id);
-                }
+    // One read finds the candidates; batches then archive them by id.
+    let ids: Vec<i64> = d.read(|c| {
+        let table = crate::plans::run(c, ARCHIVE_CANDIDATES, &[after.into()]).map_err(spi("finding one-off memories"))?;
+        let mut out = Vec::new();
+        for row in table {
+            if let Some(id) = row.get::<i64>(1).map_err(spi("finding one-off memories"))? {
+                out.push(id);
             }
-            Ok(out)
-        })?;
+        }
+        Ok(out)
+    })?;
+    if dry_run {
         return Ok(ids.iter().filter(|id| !would.retired.contains(id) && !would.rewritten.contains(id)).count() as i64);
     }
     let importance = gucs::archive_importance() as f32;
-    // Rows are taken in id order from where the last batch stopped, so the table is read once.
-    let mut from_id = 0i64;
-    let mut total = 0i64;
-    loop {
-        let (n, last) = d.unit(|c| {
-            let table = crate::plans::run(c, ARCHIVE_BATCH, &[batch.into(), after.into(), importance.into(), from_id.into()])
+    let mut total = 0;
+    for chunk in ids.chunks(batch as usize) {
+        total += d.unit(|c| {
+            let table = crate::plans::run(c, ARCHIVE_BATCH, &[chunk.to_vec().into(), after.into(), importance.into()])
                 .map_err(spi("archiving memories"))?;
-            table.first().get_two::<i64, i64>().map_err(spi("archiving memories"))
+            Ok(first_value::<i64>(table).map_err(spi("archiving memories"))?.unwrap_or(0))
         })?;
-        let n = n.unwrap_or(0);
-        total += n;
-        from_id = last.unwrap_or(from_id);
-        if n < batch {
-            return Ok(total);
-        }
     }
+    Ok(total)
 }
 
 /// Runs consolidation now: merges duplicates and near-duplicates, summarises old episodes

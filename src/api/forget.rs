@@ -104,7 +104,7 @@ pub fn forget_pass<D: Driver>(d: &mut D, dry_run: bool) -> Result<Steps> {
     // 1. Expire.
     steps.push(step("expire", || {
         if dry_run {
-            d.unit(|c| count(c, EXPIRE_COUNT, &[], "counting expired memories"))
+            d.read(|c| count(c, EXPIRE_COUNT, &[], "counting expired memories"))
         } else {
             until_done(d, batch, |c| count(c, EXPIRE_BATCH, &[batch.into()], "expiring memories"))
         }
@@ -113,12 +113,12 @@ pub fn forget_pass<D: Driver>(d: &mut D, dry_run: bool) -> Result<Steps> {
     // 2. Age hit counts, when due.
     steps.push(step("age_hits", || -> Result<i64> {
         let halflife = gucs::hit_halflife_minutes().min(i32::MAX as i64) as i32;
-        let due: Option<bool> = d.unit(|c| {
+        let due: Option<bool> = d.read(|c| {
             first_value::<bool>(crate::plans::run(c, HALVED_AT, &[halflife.into()]).map_err(spi("reading when hits were halved"))?)
                 .map_err(spi("reading when hits were halved"))
         })?;
         Ok(match (due, dry_run) {
-            (Some(true), true) => d.unit(|c| count(c, HALVE_COUNT, &[], "counting hit counts"))?,
+            (Some(true), true) => d.read(|c| count(c, HALVE_COUNT, &[], "counting hit counts"))?,
             (Some(true), false) => {
                 d.unit(|c| {
                     crate::plans::run(c, MARK_HALVED, &[]).map_err(spi("recording the halving"))?;
@@ -157,7 +157,7 @@ pub fn forget_pass<D: Driver>(d: &mut D, dry_run: bool) -> Result<Steps> {
         Ok(match gucs::capacity() {
             None => 0,
             Some(cap) => {
-                let over: Vec<(String, i64)> = d.unit(|c| {
+                let over: Vec<(String, i64)> = d.read(|c| {
                     let table = crate::plans::run(c, OVER_CAPACITY, &[cap.into()]).map_err(spi("finding users above the capacity"))?;
                     let mut out = Vec::new();
                     for row in table {
@@ -192,7 +192,7 @@ pub fn forget_pass<D: Driver>(d: &mut D, dry_run: bool) -> Result<Steps> {
             Some(window) => {
                 let window = window.min(i32::MAX as i64) as i32;
                 if dry_run {
-                    d.unit(|c| count(c, PURGE_COUNT, &[window.into()], "counting retired memories"))?
+                    d.read(|c| count(c, PURGE_COUNT, &[window.into()], "counting retired memories"))?
                 } else {
                     until_done(d, batch, |c| count(c, PURGE_BATCH, &[batch.into(), window.into()], "purging retired memories"))?
                 }
