@@ -100,6 +100,11 @@ CREATE INDEX memories_source_turn ON agent_memory.memories (source_turn_id) WHER
 CREATE INDEX memories_deadline ON agent_memory.memories (least(expires_at, valid_until))
     WHERE active AND NOT protected AND (expires_at IS NOT NULL OR valid_until IS NOT NULL);
 CREATE INDEX memories_retired ON agent_memory.memories (retired_at) WHERE NOT active;
+-- Consolidation finds duplicate facts, and old episodes, without reading the whole table. (It
+-- never indexes hit_count or last_hit_at: a recall's touch stays a HOT update.)
+CREATE INDEX memories_active_facts ON agent_memory.memories (user_id, embedding_model, predicate, lower(btrim(object)))
+    INCLUDE (created_at, id) WHERE active AND predicate IS NOT NULL AND object IS NOT NULL;
+CREATE INDEX memories_active_episodes ON agent_memory.memories (created_at) WHERE active AND kind = 'episodic';
 
 -- Every embedding model in use, with its dimension: one model, one dimension. Rows are added by
 -- the first write of a model.

@@ -178,3 +178,51 @@ fn kinds_filter_and_validity_are_applied_by_the_scan() {
     assert_eq!(kinds("NULL").len(), 29);
     assert_eq!(kinds("ARRAY['semantic', 'episodic']").len(), 29);
 }
+
+#[pg_test]
+fn retention_score_follows_the_core_weights() {
+    let s = Spi::get_one::<f64>("SELECT agent_memory.memory_retention_score(0.5, now(), 3)").unwrap().unwrap();
+    let want = agent_memory_core::forget::RetentionWeights::default().score(0.5, 0.0, 3.0);
+    assert!((s - want).abs() < 1e-9, "{s} vs {want}");
+    let older = Spi::get_one::<f64>("SELECT agent_memory.memory_retention_score(0.5, now() - interval '7 days', 3)").unwrap().unwrap();
+    assert!(older < s);
+    // The recency half-life is a setting: after one half-life the recency term has halved.
+    Spi::run("SET agent_memory.recency_halflife = '1h'").unwrap();
+    let w = agent_memory_core::forget::RetentionWeights::default();
+    let halved = Spi::get_one::<f64>("SELECT agent_memory.memory_retention_score(0, now() - interval '1 hour', 0)").unwrap().unwrap();
+    assert!((halved - w.recency * 0.5).abs() < 1e-6, "{halved}");
+}
+
+#[pg_test]
+fn forget_evicts_down_to_the_capacity_and_keeps_protected() {
+    seed("cap-user", 30, "cap-8");
+    Spi::run("UPDATE agent_memory.memories SET protected = true WHERE user_id = 'cap-user' AND content IN ('memory 1', 'memory 2')").unwrap();
+    Spi::run("SET agent_memory.capacity = 10").unwrap();
+    let evicted = Spi::get_one::<i64>("SELECT rows FROM agent_memory.memory_forget() WHERE step = 'evict'").unwrap().unwrap();
+    assert_eq!(evicted, 20);
+    assert_eq!(count("SELECT count(*) FROM agent_memory.memories WHERE user_id = 'cap-user' AND active"), 10);
+    assert_eq!(count("SELECT count(*) FROM agent_memory.memories WHERE user_id = 'cap-user' AND active AND protected"), 2);
+    assert_eq!(count("SELECT count(*) FROM agent_memory.runs WHERE job = 'forget' AND status = 'succeeded'"), 1);
+}
+
+#[pg_test]
+fn consolidate_dry_run_changes_nothing_and_predicts_the_pass() {
+    seed("dry-user", 20, "dry-8");
+    Spi::run("UPDATE agent_memory.memories SET created_at = now() - interval '60 days', kind = 'episodic' WHERE content IN ('memory 1', 'memory 2', 'memory 3')").unwrap();
+    Spi::run("UPDATE agent_memory.memories SET created_at = now() - interval '60 days' WHERE user_id = 'dry-user'").unwrap();
+    let state = || Spi::get_one::<String>("SELECT md5(string_agg(m::text, '|' ORDER BY id)) FROM agent_memory.memories m").unwrap();
+    let steps = |sql: &str| -> Vec<(String, i64)> {
+        Spi::connect(|c| {
+            c.select(sql, None, &[])
+                .unwrap()
+                .map(|r| (r.get::<String>(1).unwrap().unwrap(), r.get::<i64>(2).unwrap().unwrap()))
+                .collect()
+        })
+    };
+    let before = state();
+    let dry = steps("SELECT * FROM agent_memory.memory_consolidate(dry_run => true)");
+    assert_eq!(before, state());
+    let real = steps("SELECT * FROM agent_memory.memory_consolidate()");
+    assert_eq!(dry, real);
+    assert!(real.iter().map(|(_, n)| n).sum::<i64>() > 0, "{real:?}");
+}
