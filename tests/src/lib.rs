@@ -32,6 +32,31 @@ pub fn fresh_db(name: &str) -> Client {
     c
 }
 
+/// Database `name` with the extension freshly created. The database itself is kept (created
+/// when missing), because a background worker stays connected to it.
+pub fn worker_database(name: &str) -> Client {
+    let mut admin = connect("postgres");
+    if admin.query_opt("SELECT 1 FROM pg_database WHERE datname = $1", &[&name]).unwrap().is_none() {
+        admin.batch_execute(&format!("CREATE DATABASE {name}")).unwrap();
+    }
+    let mut c = connect(name);
+    c.batch_execute(
+        "SET client_min_messages = warning;
+         DROP EXTENSION IF EXISTS agent_memory CASCADE;
+         CREATE EXTENSION agent_memory CASCADE;",
+    )
+    .unwrap();
+    c
+}
+
+/// Sets `agent_memory.*` settings server-wide (ALTER SYSTEM), as an operator would, and reloads.
+pub fn alter_system(c: &mut Client, settings: &[(&str, &str)]) {
+    for (name, value) in settings {
+        c.batch_execute(&format!("ALTER SYSTEM SET agent_memory.{name} = '{value}'")).unwrap();
+    }
+    c.batch_execute("SELECT pg_reload_conf()").unwrap();
+}
+
 /// A small deterministic generator (SplitMix64), so tests need no randomness crate.
 pub struct Rng(pub u64);
 

@@ -9,36 +9,18 @@
 
 use std::time::{Duration, Instant};
 
-use agent_memory_tests::{connect, try_connect, Rng};
+use agent_memory_tests::{alter_system, connect, try_connect, worker_database, Rng};
 use pgvector::Vector;
 use postgres::Client;
 
 const DB: &str = "agent_memory_workers";
 
-/// The workers' database, with the extension freshly created (the database itself stays: its
-/// worker is connected to it).
 fn worker_db() -> Client {
-    let mut admin = connect("postgres");
-    let exists = admin.query_opt("SELECT 1 FROM pg_database WHERE datname = $1", &[&DB]).unwrap().is_some();
-    if !exists {
-        admin.batch_execute(&format!("CREATE DATABASE {DB}")).unwrap();
-    }
-    let mut c = connect(DB);
-    c.batch_execute(
-        "SET client_min_messages = warning;
-         DROP EXTENSION IF EXISTS agent_memory CASCADE;
-         CREATE EXTENSION agent_memory CASCADE;",
-    )
-    .unwrap();
-    c
+    worker_database(DB)
 }
 
-/// Sets worker settings server-wide and reloads.
 fn configure(c: &mut Client, settings: &[(&str, &str)]) {
-    for (name, value) in settings {
-        c.batch_execute(&format!("ALTER SYSTEM SET agent_memory.{name} = '{value}'")).unwrap();
-    }
-    c.batch_execute("SELECT pg_reload_conf()").unwrap();
+    alter_system(c, settings);
 }
 
 fn reset_settings(c: &mut Client) {

@@ -13,7 +13,7 @@
 use std::time::{Duration, Instant, SystemTime};
 
 use agent_memory_bench::{centers, clustered, table};
-use agent_memory_tests::{connect, Rng};
+use agent_memory_tests::{alter_system as configure, worker_database, Rng};
 use pgvector::Vector;
 use postgres::binary_copy::BinaryCopyInWriter;
 use postgres::types::Type;
@@ -25,30 +25,6 @@ const DAY: Duration = Duration::from_secs(86_400);
 
 fn users() -> usize {
     std::env::var("BENCH_USERS").ok().and_then(|s| s.parse().ok()).unwrap_or(1000)
-}
-
-/// The benchmark database with the extension freshly created (the database is not dropped:
-/// the worker stays connected to it).
-fn bench_db() -> Client {
-    let mut admin = connect("postgres");
-    if admin.query_opt("SELECT 1 FROM pg_database WHERE datname = $1", &[&DB]).unwrap().is_none() {
-        admin.batch_execute(&format!("CREATE DATABASE {DB}")).unwrap();
-    }
-    let mut c = connect(DB);
-    c.batch_execute(
-        "SET client_min_messages = warning;
-         DROP EXTENSION IF EXISTS agent_memory CASCADE;
-         CREATE EXTENSION agent_memory CASCADE;",
-    )
-    .unwrap();
-    c
-}
-
-fn configure(c: &mut Client, settings: &[(&str, &str)]) {
-    for (name, value) in settings {
-        c.batch_execute(&format!("ALTER SYSTEM SET agent_memory.{name} = '{value}'")).unwrap();
-    }
-    c.batch_execute("SELECT pg_reload_conf()").unwrap();
 }
 
 fn load(c: &mut Client, n_users: usize) -> Duration {
@@ -134,6 +110,26 @@ fn load(c: &mut Client, n_users: usize) -> Duration {
     t.elapsed()
 }
 
+/// `n` new ordinary memories for every user: a day of conversations after the first passes.
+fn add_new(c: &mut Client, n_users: usize, n: usize) -> Duration {
+    let mut rng = Rng(4242);
+    let cs = centers(&mut rng, 40, DIMS);
+    let vtype: Type = c.prepare("SELECT $1::vector").unwrap().params()[0].clone();
+    let t = Instant::now();
+    let sink = c.copy_in("COPY agent_memory.memories (user_id, content, emb, embedding_model, importance) FROM STDIN BINARY").unwrap();
+    let mut w = BinaryCopyInWriter::new(sink, &[Type::TEXT, Type::TEXT, vtype, Type::TEXT, Type::FLOAT4]);
+    for u in 0..n_users {
+        let user = format!("user-{u:04}");
+        for i in 0..n {
+            let importance = 0.2 + (rng.next_u64() % 60) as f32 / 100.0;
+            w.write(&[&user, &format!("new memory {i} of {user}"), &Vector::from(clustered(&mut rng, &cs, 0.6)), &"bench-384", &importance])
+                .unwrap();
+        }
+    }
+    w.finish().unwrap();
+    t.elapsed()
+}
+
 /// Times a statement run in a transaction that is rolled back: a baseline that changes nothing.
 fn rolled_back(c: &mut Client, sql: &str) -> (Duration, u64) {
     let mut tx = c.transaction().unwrap();
@@ -187,7 +183,7 @@ fn timed(c: &mut Client, sql: &str) -> (f64, String) {
 
 fn main() {
     let n_users = users();
-    let mut c = bench_db();
+    let mut c = worker_database(DB);
     configure(&mut c, &[("forget_interval", "1h"), ("consolidate_interval", "1h"), ("workers_enabled", "on")]);
     println!("Loading {} memories ({n_users} users × 1,000, {DIMS} dimensions)...", n_users * 1000);
     let load_time = load(&mut c, n_users);
@@ -227,6 +223,9 @@ fn main() {
     // Second passes by hand: the steady state, with little left to do.
     let (again_c, again_c_steps) = timed(&mut c, "SELECT * FROM agent_memory.memory_consolidate()");
     let (again_f, again_f_steps) = timed(&mut c, "SELECT * FROM agent_memory.memory_forget()");
+    // A day later: 50 new memories per user, and the next forgetting pass by the worker.
+    add_new(&mut c, n_users, 50);
+    let daily = worker_pass(&mut c, "forget");
     configure(&mut c, &[("forget_interval", "10min"), ("consolidate_interval", "1d")]);
 
     println!("consolidation, ms per step: {}\nforgetting, ms per step: {}", cons.step_ms, forget.step_ms);
@@ -235,6 +234,13 @@ fn main() {
     let rows = vec![
         vec!["consolidation pass (worker)".into(), format!("{:.2}", cons.seconds), format!("{:.0}", cons.longest_ms), cons.steps.clone(), "≤ 20 s".into()],
         vec!["forgetting pass (worker)".into(), format!("{:.2}", forget.seconds), format!("{:.0}", forget.longest_ms), forget.steps.clone(), "≤ 10 s".into()],
+        vec![
+            format!("forgetting pass after {} new memories (worker)", n_users * 50),
+            format!("{:.2}", daily.seconds),
+            format!("{:.0}", daily.longest_ms),
+            daily.steps.clone(),
+            "".into(),
+        ],
         vec!["consolidation dry run".into(), format!("{dry_c:.2}"), "no locks".into(), dry_c_steps, "".into()],
         vec!["forgetting dry run".into(), format!("{dry_f:.2}"), "no locks".into(), dry_f_steps, "".into()],
         vec!["second consolidation pass (by hand)".into(), format!("{again_c:.2}"), "one transaction".into(), again_c_steps, "".into()],

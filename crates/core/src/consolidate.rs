@@ -1,6 +1,7 @@
 //! Consolidation: near-duplicate clustering, the built-in extractive summariser, and the
 //! embedding of a summary.
 
+use crate::vecmath;
 
 /// Groups near-duplicates. `vectors` are unit vectors ordered by preference to keep (newest
 /// first); each one joins the first earlier keeper whose cosine similarity is at least
@@ -49,7 +50,8 @@ fn cluster_impl<V: AsRef<[f32]>, const FUSED: bool>(vectors: &[V], threshold: f6
             let head = &v[..p];
             keepers.iter().enumerate().find_map(|(slot, &k)| {
                 let kp = &prefixes[slot * p..slot * p + p];
-                (sq_distance::<FUSED>(kp, head) <= limit && dot::<FUSED>(vectors[k].as_ref(), v) >= threshold).then_some(k)
+                (vecmath::sq_distance_wide::<FUSED>(kp, head) <= limit && vecmath::dot_wide::<FUSED>(vectors[k].as_ref(), v) >= threshold)
+                    .then_some(k)
             })
         };
         match found {
@@ -64,44 +66,6 @@ fn cluster_impl<V: AsRef<[f32]>, const FUSED: bool>(vectors: &[V], threshold: f6
         }
     }
     keeper_of
-}
-
-#[inline(always)]
-fn sq_distance<const FUSED: bool>(a: &[f32], b: &[f32]) -> f32 {
-    const W: usize = 16;
-    let mut acc = [0f32; W];
-    let (ca, cb) = (a.chunks_exact(W), b.chunks_exact(W));
-    let (ra, rb) = (ca.remainder(), cb.remainder());
-    for (x, y) in ca.zip(cb) {
-        for l in 0..W {
-            let d = x[l] - y[l];
-            acc[l] = if FUSED { d.mul_add(d, acc[l]) } else { acc[l] + d * d };
-        }
-    }
-    let mut s: f32 = acc.iter().sum();
-    for (x, y) in ra.iter().zip(rb) {
-        s += (x - y) * (x - y);
-    }
-    s
-}
-
-#[inline(always)]
-fn dot<const FUSED: bool>(a: &[f32], b: &[f32]) -> f64 {
-    const W: usize = 32;
-    let n = a.len().min(b.len());
-    let mut acc = [0f32; W];
-    let (ca, cb) = (a[..n].chunks_exact(W), b[..n].chunks_exact(W));
-    let (ra, rb) = (ca.remainder(), cb.remainder());
-    for (x, y) in ca.zip(cb) {
-        for l in 0..W {
-            acc[l] = if FUSED { x[l].mul_add(y[l], acc[l]) } else { acc[l] + x[l] * y[l] };
-        }
-    }
-    let mut s: f64 = acc.iter().map(|&v| v as f64).sum();
-    for (x, y) in ra.iter().zip(rb) {
-        s += (x * y) as f64;
-    }
-    s
 }
 
 /// The normalised mean of unit vectors (the embedding of a summary of them). `None` when there
@@ -267,7 +231,6 @@ fn cut_at_word(text: &str, max_chars: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::vecmath;
 
     fn unit(v: &[f32]) -> Vec<f32> {
         vecmath::normalized(v)

@@ -129,7 +129,7 @@ unsafe fn dot_avx2(a: &[f32], b: &[f32]) -> f64 {
 /// 32 independent lanes (four AVX2 registers), so additions do not wait on each other;
 /// `FUSED` uses fused multiply-adds (only where the CPU has them).
 #[inline(always)]
-fn dot_wide<const FUSED: bool>(a: &[f32], b: &[f32]) -> f64 {
+pub(crate) fn dot_wide<const FUSED: bool>(a: &[f32], b: &[f32]) -> f64 {
     const W: usize = 32;
     let n = a.len().min(b.len());
     let (a, b) = (&a[..n], &b[..n]);
@@ -148,47 +148,25 @@ fn dot_wide<const FUSED: bool>(a: &[f32], b: &[f32]) -> f64 {
     s
 }
 
-/// Whether `|a - b|² ≤ limit`, stopping as soon as the sum passes `limit` (checked every 64
-/// elements). With the AVX2 + FMA build when the CPU has it.
-pub fn sq_distance_at_most(a: &[f32], b: &[f32], limit: f32) -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
-            // SAFETY: the CPU supports AVX2 and FMA, checked just above.
-            return unsafe { sq_distance_at_most_avx2(a, b, limit) };
-        }
-    }
-    sq_distance_at_most_wide::<false>(a, b, limit)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn sq_distance_at_most_avx2(a: &[f32], b: &[f32], limit: f32) -> bool {
-    sq_distance_at_most_wide::<true>(a, b, limit)
-}
-
+/// `|a - b|²` over the common length: 16 lanes, `FUSED` as in [`dot_wide`].
 #[inline(always)]
-fn sq_distance_at_most_wide<const FUSED: bool>(a: &[f32], b: &[f32], limit: f32) -> bool {
-    const W: usize = 32;
+pub(crate) fn sq_distance_wide<const FUSED: bool>(a: &[f32], b: &[f32]) -> f32 {
+    const W: usize = 16;
     let n = a.len().min(b.len());
-    let (a, b) = (&a[..n], &b[..n]);
     let mut acc = [0f32; W];
-    let (ca, cb) = (a.chunks_exact(W), b.chunks_exact(W));
+    let (ca, cb) = (a[..n].chunks_exact(W), b[..n].chunks_exact(W));
     let (ra, rb) = (ca.remainder(), cb.remainder());
-    for (i, (x, y)) in ca.zip(cb).enumerate() {
+    for (x, y) in ca.zip(cb) {
         for l in 0..W {
             let d = x[l] - y[l];
             acc[l] = if FUSED { d.mul_add(d, acc[l]) } else { acc[l] + d * d };
-        }
-        if i % 2 == 1 && acc.iter().sum::<f32>() > limit {
-            return false;
         }
     }
     let mut s: f32 = acc.iter().sum();
     for (x, y) in ra.iter().zip(rb) {
         s += (x - y) * (x - y);
     }
-    s <= limit
+    s
 }
 
 /// The L2 norm, summed in `f64` so large elements cannot overflow.
@@ -238,10 +216,7 @@ mod tests {
             assert!((dot_fast(&a, &b) - naive_dot(&a, &b)).abs() < 1e-4, "n={n}");
             assert!((dot_wide::<false>(&a, &b) - naive_dot(&a, &b)).abs() < 1e-4, "n={n}");
             let sq: f64 = a.iter().zip(&b).map(|(x, y)| ((x - y) as f64).powi(2)).sum();
-            for limit in [sq * 0.9, sq * 1.1] {
-                assert_eq!(sq_distance_at_most(&a, &b, limit as f32), sq <= limit, "n={n}");
-                assert_eq!(sq_distance_at_most_wide::<false>(&a, &b, limit as f32), sq <= limit, "n={n}");
-            }
+            assert!((sq_distance_wide::<false>(&a, &b) as f64 - sq).abs() < 1e-3 * sq.max(1.0), "n={n}");
             for (d, q) in [dot_and_sq_norm(&a, &b), dot_and_sq_norm_portable(&a, &b)] {
                 assert!((d - naive_dot(&a, &b)).abs() < 1e-4);
                 assert!((q - naive_dot(&b, &b)).abs() < 1e-4);
