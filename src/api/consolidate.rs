@@ -172,12 +172,16 @@ fn merge_duplicates<D: Driver>(d: &mut D, dry_run: bool, batch: i64, would: &mut
     Ok(total)
 }
 
-/// One user's near-duplicate merges: `(id, keeper)` pairs.
+/// One user's near-duplicate merges: `(id, keeper)` pairs. The write trigger stores every
+/// embedding at unit length, so they are compared as stored, copied once into one buffer.
 fn similar_pairs(user: &str, model: &str, threshold: f64, skip: &HashSet<i64>, scanned: &mut usize) -> Result<Vec<(i64, i64)>> {
     // SAFETY: reads the start time of the transaction, which is what now() returns.
     let now = unsafe { pg_sys::GetCurrentTransactionStartTimestamp() };
     let kinds = ["semantic".to_string()];
-    let mut rows: Vec<(i64, i64, Vec<f32>)> = Vec::new();
+    let mut rows: Vec<(i64, i64, usize)> = Vec::new();
+    let mut flat: Vec<f32> = Vec::new();
+    let mut dims = None;
+    let mut scratch = Vec::new();
     crate::scan::with_fresh_snapshot(|| {
         crate::scan::for_each_candidate(user, model, Some(&kinds), now, |c| {
             *scanned += 1;
@@ -186,13 +190,18 @@ fn similar_pairs(user: &str, model: &str, threshold: f64, skip: &HashSet<i64>, s
             }
             // SAFETY: the datum is `memories.emb`, of type `vector`, valid during the callback.
             let emb = unsafe { VectorDatum::from_datum(c.emb, Element::F32) }?;
-            rows.push((c.created, c.id, vecmath::normalized(&emb.to_f32_vec())));
+            if *dims.get_or_insert(emb.dims()) != emb.dims() {
+                return Ok(true);
+            }
+            rows.push((c.created, c.id, flat.len()));
+            emb.with_f32(&mut scratch, |x| flat.extend_from_slice(x));
             Ok(true)
         })
     })?;
+    let dims = dims.unwrap_or(0);
     // Newest first: the newest of a group is kept.
     rows.sort_by(|a, b| b.0.cmp(&a.0).then(b.1.cmp(&a.1)));
-    let vectors: Vec<&[f32]> = rows.iter().map(|r| r.2.as_slice()).collect();
+    let vectors: Vec<&[f32]> = rows.iter().map(|r| &flat[r.2..r.2 + dims]).collect();
     let keeper_of = cluster_near_duplicates(&vectors, threshold);
     Ok(keeper_of.iter().enumerate().filter(|(i, k)| *i != **k).map(|(i, &k)| (rows[i].1, rows[k].1)).collect())
 }
