@@ -29,6 +29,11 @@ pub struct Candidate {
     pub protected: bool,
     /// Whether consolidation archived it (`archived_at` is set).
     pub archived: bool,
+    pub hit_count: i32,
+    /// Whether `expires_at` or `valid_until` has passed (only [`for_each_active`] passes these).
+    pub expired: bool,
+    /// Where the row version is (its `ctid`), for a write that follows in the same transaction.
+    pub tid: pg_sys::ItemPointerData,
     /// The `emb` datum, pointing into the pinned buffer (or a toast pointer).
     pub emb: pg_sys::Datum,
 }
@@ -46,6 +51,7 @@ struct Columns {
     created_at: usize,
     protected: usize,
     archived_at: usize,
+    hit_count: usize,
     max: i32,
 }
 
@@ -176,6 +182,22 @@ pub fn for_each_candidate(
     model: &str,
     kinds: Option<&[String]>,
     now: i64,
+    f: impl FnMut(&Candidate) -> Result<bool>,
+) -> Result<bool> {
+    scan_active(user, model, kinds, now, true, f)
+}
+
+/// Like [`for_each_candidate`], but expired memories are passed too (marked `expired`).
+pub fn for_each_active(user: &str, model: &str, now: i64, f: impl FnMut(&Candidate) -> Result<bool>) -> Result<bool> {
+    scan_active(user, model, None, now, false, f)
+}
+
+fn scan_active(
+    user: &str,
+    model: &str,
+    kinds: Option<&[String]>,
+    now: i64,
+    live_only: bool,
     mut f: impl FnMut(&Candidate) -> Result<bool>,
 ) -> Result<bool> {
     let (rel_oid, index_oid) = relations()?;
@@ -191,6 +213,7 @@ pub fn for_each_candidate(
         created_at: attnum(rel_oid, c"created_at")?,
         protected: attnum(rel_oid, c"protected")?,
         archived_at: attnum(rel_oid, c"archived_at")?,
+        hit_count: attnum(rel_oid, c"hit_count")?,
         max: 0,
     };
     let cols = Columns {
@@ -206,6 +229,7 @@ pub fn for_each_candidate(
             cols.created_at,
             cols.protected,
             cols.archived_at,
+            cols.hit_count,
         ]
             .into_iter()
             .max()
@@ -234,7 +258,8 @@ pub fn for_each_candidate(
                 continue;
             }
             let live = |attno: usize| get(attno).is_none_or(|d| (d.value() as i64) > now);
-            if !live(cols.expires_at) || !live(cols.valid_until) {
+            let expired = !live(cols.expires_at) || !live(cols.valid_until);
+            if expired && live_only {
                 continue;
             }
             let (Some(id), Some(emb), Some(kind)) = (get(cols.id), get(cols.emb), get(cols.kind)) else { continue };
@@ -252,6 +277,9 @@ pub fn for_each_candidate(
                 created: get(cols.created_at).map(|d| d.value() as i64).unwrap_or(now),
                 protected: get(cols.protected).map(|d| d.value() != 0).unwrap_or(false),
                 archived: get(cols.archived_at).is_some(),
+                hit_count: get(cols.hit_count).map(|d| d.value() as i32).unwrap_or(0),
+                expired,
+                tid: (*s.slot).tts_tid,
                 emb,
             };
             if !f(&c)? {

@@ -5,7 +5,9 @@
 //! 2. `age_hits`: once every `agent_memory.hit_halflife`, halve every hit count, so a shifted hot
 //!    spot is not outvoted by old counts;
 //! 3. `evict`: keep at most `agent_memory.capacity` active memories per user, retiring the lowest
-//!    retention scores (reason `evicted`);
+//!    retention scores (reason `evicted`). The scores are computed in Rust over the user's
+//!    memories read in place (the per-user index scan recall uses), with
+//!    `agent_memory_core::forget`; `memory_retention_score` gives the same score in SQL;
 //! 4. `purge`: delete memories retired longer than `agent_memory.regret_window` (evidence of a
 //!    summary stays as long as its summary).
 //!
@@ -61,18 +63,20 @@ SELECT m.user_id, least(count(*) - $1, count(*) FILTER (WHERE NOT m.protected)) 
  GROUP BY m.user_id HAVING count(*) > $1 \
  ORDER BY m.user_id";
 
-/// Evicts, for the users in `$1`, the memories ranked below the capacity `$2` by retention
-/// score (protected first, then the score, then newer first), at most `$3` of them.
-const EVICT_BATCH: &str = "\
-WITH ranked AS ( \
-       SELECT m.ctid AS t, m.protected, row_number() OVER (PARTITION BY m.user_id ORDER BY m.protected DESC, \
-                agent_memory.memory_retention_score(m.importance, m.last_hit_at, m.hit_count) DESC, m.id DESC) AS rn \
-         FROM agent_memory.memories m \
-        WHERE m.active AND m.user_id = ANY ($1) \
-          AND (m.protected OR coalesce(least(m.expires_at, m.valid_until) > now(), true))), \
-     locked AS (SELECT m.ctid AS t FROM agent_memory.memories m \
-                 WHERE m.ctid = ANY (ARRAY(SELECT r.t FROM ranked r WHERE r.rn > $2 AND NOT r.protected LIMIT $3)) \
-                   AND m.active AND NOT m.protected FOR UPDATE OF m SKIP LOCKED), \
+/// Users above the capacity by their count of active memories (the expire step has just
+/// retired the expired ones), with their embedding models.
+const OVER_CAPACITY_MODELS: &str = "\
+SELECT m.user_id, count(*) - $1 AS excess, array_agg(DISTINCT m.embedding_model) \
+  FROM agent_memory.memories m WHERE m.active \
+ GROUP BY m.user_id HAVING count(*) > $1 \
+ ORDER BY m.user_id";
+
+/// Retires the rows `($1[i], $2[i])` = (id, ctid) chosen by the ranking, skipping rows a
+/// concurrent write holds.
+const EVICT_ROWS: &str = "\
+WITH locked AS (SELECT m.ctid AS t FROM agent_memory.memories m \
+                  JOIN unnest($1::bigint[], $2::tid[]) AS x(id, t) ON m.ctid = x.t AND m.id = x.id \
+                 WHERE m.active AND NOT m.protected FOR UPDATE OF m SKIP LOCKED), \
      u AS (UPDATE agent_memory.memories m \
               SET active = false, retired_reason = 'evicted', retired_at = now(), version = m.version + 1 \
              FROM locked l WHERE m.ctid = l.t RETURNING 1) \
@@ -157,27 +161,49 @@ pub fn forget_pass<D: Driver>(d: &mut D, dry_run: bool) -> Result<Steps> {
         Ok(match gucs::capacity() {
             None => 0,
             Some(cap) => {
-                let over: Vec<(String, i64)> = d.read(|c| {
-                    let table = crate::plans::run(c, OVER_CAPACITY, &[cap.into()]).map_err(spi("finding users above the capacity"))?;
-                    let mut out = Vec::new();
-                    for row in table {
-                        let user: Option<String> = row.get(1).map_err(spi("reading a user"))?;
-                        let excess: Option<i64> = row.get(2).map_err(spi("reading a user"))?;
-                        if let (Some(u), Some(e)) = (user, excess) {
-                            if e > 0 {
-                                out.push((u, e));
-                            }
-                        }
-                    }
-                    Ok(out)
-                })?;
                 if dry_run {
-                    over.iter().map(|(_, e)| e).sum()
+                    d.read(|c| {
+                        let table =
+                            crate::plans::run(c, OVER_CAPACITY, &[cap.into()]).map_err(spi("finding users above the capacity"))?;
+                        let mut n = 0i64;
+                        for row in table {
+                            n += row.get::<i64>(2).map_err(spi("reading a user"))?.unwrap_or(0).max(0);
+                        }
+                        Ok(n)
+                    })?
                 } else {
+                    let over: Vec<(String, i64, Vec<String>)> = d.read(|c| {
+                        let table = crate::plans::run(c, OVER_CAPACITY_MODELS, &[cap.into()])
+                            .map_err(spi("finding users above the capacity"))?;
+                        let mut out = Vec::new();
+                        for row in table {
+                            let e = spi("reading a user");
+                            let (Some(user), Some(excess)) = (row.get::<String>(1).map_err(&e)?, row.get::<i64>(2).map_err(&e)?) else {
+                                continue;
+                            };
+                            let models: Vec<String> = row.get::<Vec<Option<String>>>(3).map_err(&e)?.unwrap_or_default().into_iter().flatten().collect();
+                            out.push((user, excess, models));
+                        }
+                        Ok(out)
+                    })?;
+                    let weights = gucs::retention_weights();
                     let mut total = 0;
-                    for group in user_batches(&over, batch) {
-                        total +=
-                            until_done(d, batch, |c| count(c, EVICT_BATCH, &[group.clone().into(), cap.into(), batch.into()], "evicting memories"))?;
+                    let mut start = 0;
+                    while start < over.len() {
+                        // Users whose excess adds up to about a batch; one user at least.
+                        let mut end = start;
+                        let mut n = 0;
+                        while end < over.len() && (end == start || n + over[end].1 <= batch) {
+                            n += over[end].1;
+                            end += 1;
+                        }
+                        let group = &over[start..end];
+                        let evicted = d.unit(|c| evict_users(c, group, cap, batch, &weights))?;
+                        total += evicted;
+                        // A user with more than a batch to lose is read again.
+                        if !(end == start + 1 && evicted >= batch) {
+                            start = end;
+                        }
                     }
                     total
                 }
@@ -202,24 +228,53 @@ pub fn forget_pass<D: Driver>(d: &mut D, dry_run: bool) -> Result<Steps> {
     Ok(steps)
 }
 
-/// Groups users into batches of at most `batch` evictions; a user with more than a batch
-/// forms a group of its own (evicted over several batches).
-fn user_batches(over: &[(String, i64)], batch: i64) -> Vec<Vec<String>> {
-    let mut groups = Vec::new();
-    let mut cur: Vec<String> = Vec::new();
-    let mut n = 0;
-    for (user, excess) in over {
-        if !cur.is_empty() && n + excess > batch {
-            groups.push(std::mem::take(&mut cur));
-            n = 0;
+/// Ranks the memories of `users` (with their models) by retention score, reading them in place
+/// with the per-user index scan, and retires those ranked below the capacity: at most `batch`.
+fn evict_users(
+    client: &mut pgrx::spi::SpiClient<'_>,
+    users: &[(String, i64, Vec<String>)],
+    cap: i64,
+    batch: i64,
+    weights: &agent_memory_core::forget::RetentionWeights,
+) -> Result<i64> {
+    use agent_memory_core::forget::{select_evictions, Keepable};
+    // SAFETY: reads the start time of the transaction, which is what now() returns.
+    let now = unsafe { pg_sys::GetCurrentTransactionStartTimestamp() };
+    let mut ids: Vec<i64> = Vec::new();
+    let mut tids: Vec<pg_sys::ItemPointerData> = Vec::new();
+    crate::scan::with_fresh_snapshot(|| -> Result<()> {
+        for (user, _, models) in users {
+            let mut rows: Vec<Keepable> = Vec::new();
+            let mut where_is = std::collections::HashMap::new();
+            for model in models {
+                crate::scan::for_each_active(user, model, now, |c| {
+                    // An expired memory is the expire step's; a protected one never expires and
+                    // counts towards the capacity.
+                    if c.expired && !c.protected {
+                        return Ok(true);
+                    }
+                    let hours = (now - c.last_hit) as f64 / 3_600_000_000.0;
+                    rows.push(Keepable { id: c.id, protected: c.protected, score: weights.score(c.importance as f64, hours, c.hit_count as f64) });
+                    where_is.insert(c.id, c.tid);
+                    Ok(true)
+                })?;
+            }
+            for id in select_evictions(&rows, cap.max(0) as usize) {
+                if ids.len() as i64 >= batch {
+                    return Ok(());
+                }
+                if let Some(t) = where_is.get(&id) {
+                    ids.push(id);
+                    tids.push(*t);
+                }
+            }
         }
-        cur.push(user.clone());
-        n += excess;
+        Ok(())
+    })?;
+    if ids.is_empty() {
+        return Ok(0);
     }
-    if !cur.is_empty() {
-        groups.push(cur);
-    }
-    groups
+    count(client, EVICT_ROWS, &[ids.into(), tids.into()], "evicting memories")
 }
 
 /// Runs forgetting now: expires, ages hit counts when due, evicts above the capacity and purges
@@ -245,14 +300,4 @@ fn memory_retention_score(importance: Option<f32>, last_hit_at: Option<Timestamp
         _ => f64::INFINITY,
     };
     gucs::retention_weights().score(importance.unwrap_or(0.0) as f64, hours, hit_count.unwrap_or(0) as f64)
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn user_batches_respect_the_batch_size() {
-        let over: Vec<(String, i64)> = [("a", 3), ("b", 4), ("c", 10), ("d", 1), ("e", 1)].iter().map(|(u, n)| (u.to_string(), *n)).collect();
-        let g = super::user_batches(&over, 8);
-        assert_eq!(g, vec![vec!["a".to_string(), "b".to_string()], vec!["c".to_string()], vec!["d".to_string(), "e".to_string()]]);
-    }
 }
