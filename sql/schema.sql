@@ -259,10 +259,14 @@ SELECT m.user_id,
                    FROM (SELECT coalesce(x.retired_reason, 'unknown') AS reason, count(*) AS n
                            FROM agent_memory.memories x
                           WHERE x.user_id = m.user_id AND NOT x.active
-                          GROUP BY 1) r), '{}'::jsonb)                  AS retired_by_reason
+                          GROUP BY 1) r), '{}'::jsonb)                  AS retired_by_reason,
+       (SELECT max(r.finished_at) FROM agent_memory.runs r
+         WHERE r.job = 'forget' AND r.status = 'succeeded')              AS last_forget,
+       (SELECT max(r.finished_at) FROM agent_memory.runs r
+         WHERE r.job = 'consolidate' AND r.status = 'succeeded')         AS last_consolidate
   FROM agent_memory.memories m
  GROUP BY m.user_id;
-COMMENT ON VIEW agent_memory.memory_stats IS 'Per user: active, protected, archived, evidence and retired memories, and the retired ones by reason.';
+COMMENT ON VIEW agent_memory.memory_stats IS 'Per user: active, protected, archived, evidence and retired memories, the retired ones by reason, and when forgetting and consolidation last succeeded (agent_memory.last_runs has the runs).';
 
 -- The last runs of each job, newest first.
 CREATE VIEW agent_memory.last_runs AS

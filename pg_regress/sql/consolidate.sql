@@ -106,13 +106,13 @@ SELECT job, status, steps FROM agent_memory.runs ORDER BY id;
 SELECT user_id, active, protected, archived, evidence, retired, retired_by_reason FROM agent_memory.memory_stats;
 
 -- A pluggable summariser: any SQL function (user_id text, contents text[]) returns text.
-CREATE FUNCTION pg_temp.short_summary(user_id text, contents text[]) RETURNS text
+CREATE SCHEMA summarizers;
+CREATE FUNCTION summarizers.short_summary(user_id text, contents text[]) RETURNS text
 LANGUAGE sql AS $$ SELECT user_id || ' had ' || cardinality(contents) || ' episodes, first: ' || contents[1] $$;
 INSERT INTO agent_memory.memories (user_id, kind, subject, content, emb, embedding_model, created_at)
 SELECT 'bob', 'episodic', NULL, 'Episode ' || i, format('[1,%s,0,0,0,0,0,0,0,0,0]', i)::vector, 'c6', now() - make_interval(days => 40 - i)
   FROM generate_series(1, 3) i;
-SELECT set_config('agent_memory.summarizer', n.nspname || '.short_summary', false) IS NOT NULL AS set
-  FROM pg_namespace n WHERE n.oid = pg_my_temp_schema();
+SET agent_memory.summarizer = 'summarizers.short_summary';
 SELECT step, rows FROM agent_memory.memory_consolidate() WHERE step = 'summarize';
 SELECT content FROM agent_memory.memories WHERE user_id = 'bob' AND active;
 
@@ -121,9 +121,9 @@ INSERT INTO agent_memory.memories (user_id, kind, content, emb, embedding_model,
 SELECT 'cy', 'episodic', 'Event ' || i, format('[0,1,%s,0,0,0,0,0,0,0,0]', i)::vector, 'c6', now() - interval '50 days' FROM generate_series(1, 2) i;
 SET agent_memory.summarizer = 'no_such_summariser';
 SELECT * FROM agent_memory.memory_consolidate();
-CREATE FUNCTION pg_temp.not_text(user_id text, contents text[]) RETURNS integer LANGUAGE sql AS $$ SELECT 1 $$;
-SELECT set_config('agent_memory.summarizer', n.nspname || '.not_text', false) IS NOT NULL AS set
-  FROM pg_namespace n WHERE n.oid = pg_my_temp_schema();
+CREATE FUNCTION summarizers.not_text(user_id text, contents text[]) RETURNS integer LANGUAGE sql AS $$ SELECT 1 $$;
+SET agent_memory.summarizer = 'summarizers.not_text';
 SELECT * FROM agent_memory.memory_consolidate();
 RESET agent_memory.summarizer;
+DROP SCHEMA summarizers CASCADE;
 SELECT * FROM agent_memory.memory_consolidate(dry_run => NULL);
