@@ -131,8 +131,10 @@ INSERT INTO agent_memory.memories (user_id, kind, subject, predicate, object, co
  ('ben', 'episodic', 'trip', NULL,       NULL,       'Flew back from the Berlin workshop.',    '[0,0.2,1,0.15]', 'demo-4d', now() - interval '42 days'),
  ('ben', 'semantic', NULL,   NULL,       NULL,       'Parcel code 4471',             '[0.5,0.5,0.5,0.5]', 'demo-4d', now() - interval '40 days'),
  ('ben', 'semantic', NULL,   NULL,       NULL,       'Table booked for 8 pm',        '[0.5,-0.5,0.5,0.5]','demo-4d', now() - interval '40 days');
+\echo 'A dry run says what the pass would change. The 50 demo users talk about 20 shared topics, so'
+\echo 'many of their memories are near-duplicates too (cosine >= agent_memory.merge_similarity, 0.92):'
 SELECT * FROM agent_memory.memory_consolidate(dry_run => true);
-\echo 'The dry run changed nothing; the pass:'
+\echo 'It changed nothing; the pass:'
 SELECT * FROM agent_memory.memory_consolidate();
 SELECT content, kind, active, coalesce(retired_reason, CASE WHEN archived_at IS NOT NULL THEN 'archived' END) AS state,
        round(importance::numeric, 2) AS importance
@@ -143,8 +145,10 @@ SELECT e.content FROM agent_memory.memories s, agent_memory.memory_evidence(s.id
 
 \echo
 \echo '=== 9. Forgetting: at most agent_memory.capacity (400) active memories per user ==='
-\echo 'Every demo user has 1,000. Hard facts are protected and never evicted:'
-UPDATE agent_memory.memories SET protected = true WHERE user_id = 'user-07' AND content LIKE '%memory 1 about%';
+\echo 'Each demo user still has far more than 400 active memories. Three of user-07''s become hard'
+\echo 'facts (protected): they are never evicted.'
+UPDATE agent_memory.memories SET protected = true
+ WHERE id IN (SELECT id FROM agent_memory.memories WHERE user_id = 'user-07' AND active ORDER BY id LIMIT 3);
 SELECT * FROM agent_memory.memory_forget(dry_run => true);
 SELECT * FROM agent_memory.memory_forget();
 SELECT user_id, active, protected, retired, retired_by_reason
