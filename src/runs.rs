@@ -60,6 +60,12 @@ pub trait Driver {
     /// transaction, or in a transaction of its own.
     fn unit<R>(&mut self, f: impl FnOnce(&mut SpiClient<'_>) -> Result<R>) -> Result<R>;
 
+    /// A unit of bookkeeping (the run's row and lock): it runs even when the worker has been
+    /// asked to stop, so a stopped pass is recorded as failed on the way out.
+    fn bookkeeping<R>(&mut self, f: impl FnOnce(&mut SpiClient<'_>) -> Result<R>) -> Result<R> {
+        self.unit(f)
+    }
+
     /// A unit that only reads (it plans the batches): it takes no row locks.
     fn read<R>(&mut self, f: impl FnOnce(&mut SpiClient<'_>) -> Result<R>) -> Result<R> {
         self.unit(f)
@@ -182,7 +188,7 @@ pub enum Attempt {
 /// and the run row is committed first, so a crash leaves it 'running' for the next start to
 /// mark failed.
 pub fn by_worker<D: Driver>(d: &mut D, job: Job, pass: impl FnOnce(&mut D) -> Result<Steps>) -> Result<Attempt> {
-    let run_id = d.unit(|client| {
+    let run_id = d.bookkeeping(|client| {
         let got: Option<bool> =
             first_value(crate::plans::run(client, TRY_LOCK_SESSION, &[job.name().into()]).map_err(spi("taking the pass's lock"))?)
                 .map_err(spi("taking the pass's lock"))?;
@@ -201,7 +207,7 @@ pub fn by_worker<D: Driver>(d: &mut D, job: Job, pass: impl FnOnce(&mut D) -> Re
         Err(message) => ("failed", "{}".to_string(), "{}".to_string(), Some(message.clone())),
     };
     let longest = d.longest_unit_ms();
-    let finish = d.unit(|client| {
+    let finish = d.bookkeeping(|client| {
         crate::plans::run(client, FINISH_RUN, &[run_id.into(), status.into(), steps.into(), error.into(), longest.into(), step_ms.into()])
             .map_err(spi("recording the run"))?;
         crate::plans::run(client, UNLOCK_SESSION, &[job.name().into()]).map_err(spi("releasing the pass's lock"))?;

@@ -137,6 +137,18 @@ impl Driver for WorkerDriver {
         self.run(f, false)
     }
 
+    fn bookkeeping<R>(&mut self, f: impl FnOnce(&mut SpiClient<'_>) -> Result<R>) -> Result<R> {
+        let role = self.role.clone();
+        in_transaction(move || {
+            Spi::connect_mut(|client| {
+                client
+                    .update("SELECT pg_catalog.set_config('role', $1, true)", None, &[role.into()])
+                    .map_err(spi("switching to the worker's role"))?;
+                f(client)
+            })
+        })
+    }
+
     fn longest_unit_ms(&self) -> Option<f64> {
         Some(self.longest.as_secs_f64() * 1000.0)
     }

@@ -53,13 +53,17 @@ fn runs(c: &mut Client, job: &str, status: &str) -> i64 {
         .get(0)
 }
 
-/// A connection once the server accepts them again (after a crash and its recovery).
-fn reconnect(dbname: &str, timeout: Duration) -> Client {
+/// A connection once the server has restarted after the crash that killed `killed` and accepts
+/// connections again. A killed process leaves its entry in pg_stat_activity until the server
+/// reinitialises shared memory, so its absence tells that the restart happened.
+fn reconnect_after_crash(dbname: &str, killed: i32, timeout: Duration) -> Client {
     let start = Instant::now();
     loop {
         if let Ok(mut c) = try_connect(dbname) {
-            if c.batch_execute("SELECT 1").is_ok() {
-                return c;
+            if let Ok(row) = c.query_one("SELECT NOT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = $1)", &[&killed]) {
+                if row.get::<_, bool>(0) {
+                    return c;
+                }
             }
         }
         assert!(start.elapsed() < timeout, "the server did not come back within {timeout:?}");
@@ -198,7 +202,7 @@ fn a_killed_pass_leaves_no_half_done_batch_and_loses_nothing() {
     drop(c);
 
     // The server restarts every process after a crash; the restarted worker marks the run failed.
-    let mut c = reconnect(DB, Duration::from_secs(120));
+    let mut c = reconnect_after_crash(DB, pid, Duration::from_secs(120));
     wait_for("the run to be marked failed", Duration::from_secs(90), || runs(&mut c, "forget", "failed") >= 1);
     assert_eq!(runs(&mut c, "forget", "running"), 0);
     let error: Option<String> = c
@@ -247,5 +251,48 @@ fn a_killed_pass_leaves_no_half_done_batch_and_loses_nothing() {
     // With the workers on again, the next pass finishes the job.
     configure(&mut c, &[("workers_enabled", "on"), ("batch_pause", "0")]);
     wait_for("a pass to finish the evictions", Duration::from_secs(120), || done_users(&mut c) == USERS as i64);
+    reset_settings(&mut c);
+}
+
+#[test]
+fn sigterm_stops_a_pass_between_batches_and_the_worker_comes_back() {
+    let mut c = worker_db();
+    configure(&mut c, &[("workers_enabled", "off")]);
+    c.batch_execute(
+        "INSERT INTO agent_memory.memories (user_id, content, emb, embedding_model)
+         SELECT 't-' || (i % 20), 'note ' || i, ARRAY[sin(i), cos(i), 1]::real[]::vector, 't3'
+           FROM generate_series(1, 10000) i",
+    )
+    .unwrap();
+    // One user per batch (450 evictions each) and half a second between batches: a pass of ten seconds.
+    configure(
+        &mut c,
+        &[("capacity", "50"), ("batch_size", "500"), ("batch_pause", "500ms"), ("forget_interval", "1s"), ("consolidate_interval", "1h"), ("workers_enabled", "on")],
+    );
+    wait_for("the pass to start", Duration::from_secs(60), || {
+        runs(&mut c, "forget", "running") == 1
+            && c.query_one("SELECT count(*) FROM agent_memory.memories WHERE NOT active", &[]).unwrap().get::<_, i64>(0) > 0
+    });
+    let pid = worker_pid(&mut c).expect("the worker is running");
+    let t = Instant::now();
+    assert!(c.query_one("SELECT pg_terminate_backend($1)", &[&pid]).unwrap().get::<_, bool>(0));
+    wait_for("the stopped pass to be recorded", Duration::from_secs(30), || runs(&mut c, "forget", "failed") == 1);
+    println!("the worker stopped its pass {:?} after SIGTERM", t.elapsed());
+    let error: String = c
+        .query_one("SELECT error FROM agent_memory.runs WHERE job = 'forget' AND status = 'failed'", &[])
+        .unwrap()
+        .get(0);
+    assert!(error.contains("asked to stop"), "{error}");
+    // Whole batches only: every user has all 500 memories active or exactly 50.
+    for r in c.query("SELECT user_id, count(*) FILTER (WHERE active) FROM agent_memory.memories GROUP BY user_id", &[]).unwrap() {
+        let (user, active): (String, i64) = (r.get(0), r.get(1));
+        assert!(active == 500 || active == 50, "user {user} has {active} active memories");
+    }
+    // The postmaster starts the worker again, and it finishes the job.
+    configure(&mut c, &[("batch_pause", "0")]);
+    wait_for("the worker to come back", Duration::from_secs(60), || worker_pid(&mut c).is_some_and(|p| p != pid));
+    wait_for("the next pass to finish the evictions", Duration::from_secs(60), || {
+        c.query_one("SELECT count(*) FROM agent_memory.memories WHERE active", &[]).unwrap().get::<_, i64>(0) == 20 * 50
+    });
     reset_settings(&mut c);
 }

@@ -76,12 +76,8 @@ fn load(c: &mut Client, n_users: usize) -> Duration {
                     (subject, predicate, object) = (Some(format!("s{}", (i - 260) % 3)), Some(format!("pref_{g}")), Some(format!("value {g}")));
                     content = format!("Prefers value {g} for pref {g}");
                 }
-                320..=359 => {
-                    if i % 2 == 1 {
-                        // A paraphrase of the previous memory: a near-duplicate embedding.
-                        emb = previous.iter().map(|x| x + 0.002 * rng.f32()).collect();
-                    }
-                }
+                // A paraphrase of the previous memory: a near-duplicate embedding.
+                320..=359 if i % 2 == 1 => emb = previous.iter().map(|x| x + 0.002 * rng.f32()).collect(),
                 360..=399 => {
                     kind = "episodic";
                     subject = Some(format!("episode {}", (i - 360) / 10));
