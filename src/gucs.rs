@@ -106,6 +106,7 @@ static SUMMARIZE_AFTER: GucSetting<i32> = GucSetting::<i32>::new(30 * 24 * 60);
 /// `agent_memory.summarize_min_fragments`: fewest old episodes of one user and group worth a summary (default 2).
 static SUMMARIZE_MIN_FRAGMENTS: GucSetting<i32> = GucSetting::<i32>::new(2);
 /// `agent_memory.summarizer`: a SQL function `(user_id text, contents text[]) returns text` (default empty: the built-in extractive summariser).
+/// Superuser-only (also through ALTER DATABASE/ROLE), because the workers call it with their role.
 static SUMMARIZER: GucSetting<Option<std::ffi::CString>> = GucSetting::<Option<std::ffi::CString>>::new(None);
 /// `agent_memory.archive_after`: one-off memories (never recalled, never rewritten) older than this are archived (minutes; default 30 days).
 static ARCHIVE_AFTER: GucSetting<i32> = GucSetting::<i32>::new(30 * 24 * 60);
@@ -519,9 +520,9 @@ fn define_worker_settings() {
     GucRegistry::define_string_guc(
         c"agent_memory.summarizer",
         c"SQL function that summarises episodic memories: (user_id text, contents text[]) returns text.",
-        c"Empty: the built-in extractive summariser. Name a function to plug in a language model.",
+        c"Empty: the built-in extractive summariser. Superuser only: the workers call it with their role.",
         &SUMMARIZER,
-        GucContext::Userset,
+        GucContext::Suset,
         GucFlags::default(),
     );
     GucRegistry::define_int_guc(

@@ -127,3 +127,10 @@ SELECT * FROM agent_memory.memory_consolidate();
 RESET agent_memory.summarizer;
 DROP SCHEMA summarizers CASCADE;
 SELECT * FROM agent_memory.memory_consolidate(dry_run => NULL);
+
+-- Only a superuser chooses the summariser: the workers call it with their role.
+CREATE ROLE regress_no_summarizer;
+SET ROLE regress_no_summarizer;
+SET agent_memory.summarizer = 'public.anything';
+RESET ROLE;
+DROP ROLE regress_no_summarizer;
