@@ -134,6 +134,29 @@ pub fn check_dry_run(dry_run: Option<bool>) -> Result<bool> {
     })
 }
 
+/// Takes the job's lock with `lock` (transaction- or session-level) and records a 'running'
+/// run; `None` when another pass holds the lock.
+fn start_run(client: &mut SpiClient<'_>, job: Job, lock: &'static str, by_worker: bool) -> Result<Option<i64>> {
+    let got: Option<bool> =
+        first_value(crate::plans::run(client, lock, &[job.name().into()]).map_err(spi("taking the pass's lock"))?).map_err(spi("taking the pass's lock"))?;
+    if got != Some(true) {
+        return Ok(None);
+    }
+    first_value::<i64>(crate::plans::run(client, START_RUN, &[job.name().into(), by_worker.into()]).map_err(spi("recording the run"))?)
+        .map_err(spi("recording the run"))
+}
+
+/// Records how a run ended: its steps when it succeeded, its error when it failed.
+fn finish_run(client: &mut SpiClient<'_>, run_id: i64, outcome: std::result::Result<&Steps, &str>, longest_ms: Option<f64>) -> Result<()> {
+    let (status, steps, step_ms, error) = match outcome {
+        Ok(steps) => ("succeeded", steps_json(steps), step_ms_json(steps), None),
+        Err(message) => ("failed", "{}".to_string(), "{}".to_string(), Some(message.to_string())),
+    };
+    crate::plans::run(client, FINISH_RUN, &[run_id.into(), status.into(), steps.into(), error.into(), longest_ms.into(), step_ms.into()])
+        .map_err(spi("recording the run"))?;
+    Ok(())
+}
+
 fn busy(job: Job) -> MemoryError {
     MemoryError::new(PgSqlErrorCode::ERRCODE_LOCK_NOT_AVAILABLE, format!("a {} pass is already running", job.name()))
         .detail("A worker or another session holds the pass's lock; two passes of one job never overlap.")
@@ -147,32 +170,9 @@ pub fn by_hand(job: Job, dry_run: bool, pass: impl FnOnce(&mut InCallerTransacti
     if dry_run {
         return pass(&mut d);
     }
-    let run_id = d.unit(|client| {
-        let got: Option<bool> = first_value(crate::plans::run(client, TRY_LOCK_XACT, &[job.name().into()]).map_err(spi("taking the pass's lock"))?)
-            .map_err(spi("taking the pass's lock"))?;
-        if got != Some(true) {
-            return Err(busy(job));
-        }
-        first_value::<i64>(crate::plans::run(client, START_RUN, &[job.name().into(), false.into()]).map_err(spi("recording the run"))?)
-            .map_err(spi("recording the run"))
-    })?;
+    let run_id = d.unit(|client| start_run(client, job, TRY_LOCK_XACT, false)?.ok_or_else(|| busy(job)))?;
     let steps = pass(&mut d)?;
-    d.unit(|client| {
-        crate::plans::run(
-            client,
-            FINISH_RUN,
-            &[
-                run_id.into(),
-                "succeeded".into(),
-                steps_json(&steps).into(),
-                Option::<String>::None.into(),
-                Option::<f64>::None.into(),
-                step_ms_json(&steps).into(),
-            ],
-        )
-        .map_err(spi("recording the run"))?;
-        Ok(())
-    })?;
+    d.unit(|client| finish_run(client, run_id, Ok(&steps), None))?;
     Ok(steps)
 }
 
@@ -188,28 +188,13 @@ pub enum Attempt {
 /// and the run row is committed first, so a crash leaves it 'running' for the next start to
 /// mark failed.
 pub fn by_worker<D: Driver>(d: &mut D, job: Job, pass: impl FnOnce(&mut D) -> Result<Steps>) -> Result<Attempt> {
-    let run_id = d.bookkeeping(|client| {
-        let got: Option<bool> =
-            first_value(crate::plans::run(client, TRY_LOCK_SESSION, &[job.name().into()]).map_err(spi("taking the pass's lock"))?)
-                .map_err(spi("taking the pass's lock"))?;
-        if got != Some(true) {
-            return Ok(None);
-        }
-        first_value::<i64>(crate::plans::run(client, START_RUN, &[job.name().into(), true.into()]).map_err(spi("recording the run"))?)
-            .map_err(spi("recording the run"))
-    })?;
-    let Some(run_id) = run_id else {
+    let Some(run_id) = d.bookkeeping(|client| start_run(client, job, TRY_LOCK_SESSION, true))? else {
         return Ok(Attempt::Busy);
     };
     let outcome = pass(d).map_err(|e| e.message);
-    let (status, steps, step_ms, error) = match &outcome {
-        Ok(steps) => ("succeeded", steps_json(steps), step_ms_json(steps), None),
-        Err(message) => ("failed", "{}".to_string(), "{}".to_string(), Some(message.clone())),
-    };
     let longest = d.longest_unit_ms();
     let finish = d.bookkeeping(|client| {
-        crate::plans::run(client, FINISH_RUN, &[run_id.into(), status.into(), steps.into(), error.into(), longest.into(), step_ms.into()])
-            .map_err(spi("recording the run"))?;
+        finish_run(client, run_id, outcome.as_ref().map_err(String::as_str), longest)?;
         crate::plans::run(client, UNLOCK_SESSION, &[job.name().into()]).map_err(spi("releasing the pass's lock"))?;
         Ok(())
     });

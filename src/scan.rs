@@ -52,7 +52,29 @@ struct Columns {
     protected: usize,
     archived_at: usize,
     hit_count: usize,
-    max: i32,
+}
+
+impl Columns {
+    /// The highest attribute number the scan reads: the slot is deformed up to it.
+    fn max(&self) -> i32 {
+        [
+            self.id,
+            self.kind,
+            self.emb,
+            self.importance,
+            self.active,
+            self.valid_until,
+            self.expires_at,
+            self.last_hit_at,
+            self.created_at,
+            self.protected,
+            self.archived_at,
+            self.hit_count,
+        ]
+        .into_iter()
+        .max()
+        .unwrap_or(1) as i32
+    }
 }
 
 fn missing(what: &str) -> MemoryError {
@@ -214,39 +236,19 @@ fn scan_active(
         protected: attnum(rel_oid, c"protected")?,
         archived_at: attnum(rel_oid, c"archived_at")?,
         hit_count: attnum(rel_oid, c"hit_count")?,
-        max: 0,
     };
-    let cols = Columns {
-        max: [
-            cols.id,
-            cols.kind,
-            cols.emb,
-            cols.importance,
-            cols.active,
-            cols.valid_until,
-            cols.expires_at,
-            cols.last_hit_at,
-            cols.created_at,
-            cols.protected,
-            cols.archived_at,
-            cols.hit_count,
-        ]
-            .into_iter()
-            .max()
-            .unwrap_or(1) as i32,
-        ..cols
-    };
+    let max_attr = cols.max();
     // SAFETY: called from a SQL function, inside its transaction and snapshot; every pointer is
     // released by `Scan`.
     let mut s = unsafe { begin(rel_oid, index_oid, user, model)? };
     // SAFETY: the slot is made for the opened table and released by `Scan`; attributes are read
-    // only up to `cols.max` after slot_getsomeattrs, and only while the slot holds the tuple.
+    // only up to `max_attr` after slot_getsomeattrs, and only while the slot holds the tuple.
     unsafe {
         s.slot = pg_sys::table_slot_create(s.rel, std::ptr::null_mut());
 
         while pg_sys::index_getnext_slot(s.scan, pg_sys::ScanDirection::ForwardScanDirection, s.slot) {
-            if ((*s.slot).tts_nvalid as i32) < cols.max {
-                pg_sys::slot_getsomeattrs_int(s.slot, cols.max);
+            if ((*s.slot).tts_nvalid as i32) < max_attr {
+                pg_sys::slot_getsomeattrs_int(s.slot, max_attr);
             }
             let values = (*s.slot).tts_values;
             let nulls = (*s.slot).tts_isnull;

@@ -120,6 +120,16 @@ fn in_transaction<R>(f: impl FnOnce() -> Result<R>) -> Result<R> {
     outcome
 }
 
+/// Runs `f` in a transaction of its own, as `role` (`SET LOCAL ROLE`).
+fn in_transaction_as<R>(role: &str, f: impl FnOnce(&mut SpiClient<'_>) -> Result<R>) -> Result<R> {
+    in_transaction(|| {
+        Spi::connect_mut(|client| {
+            client.update("SELECT pg_catalog.set_config('role', $1, true)", None, &[role.into()]).map_err(spi("switching to the worker's role"))?;
+            f(client)
+        })
+    })
+}
+
 /// Runs each unit of a pass in its own transaction, as the pass's role, after the configured
 /// pause; stops between units when the server asks the worker to exit.
 struct WorkerDriver {
@@ -138,15 +148,7 @@ impl Driver for WorkerDriver {
     }
 
     fn bookkeeping<R>(&mut self, f: impl FnOnce(&mut SpiClient<'_>) -> Result<R>) -> Result<R> {
-        let role = self.role.clone();
-        in_transaction(move || {
-            Spi::connect_mut(|client| {
-                client
-                    .update("SELECT pg_catalog.set_config('role', $1, true)", None, &[role.into()])
-                    .map_err(spi("switching to the worker's role"))?;
-                f(client)
-            })
-        })
+        in_transaction_as(&self.role, f)
     }
 
     fn longest_unit_ms(&self) -> Option<f64> {
@@ -168,16 +170,8 @@ impl WorkerDriver {
         if shutting_down() {
             return Err(MemoryError::new(PgSqlErrorCode::ERRCODE_ADMIN_SHUTDOWN, "the worker was asked to stop (SIGTERM) before the pass finished"));
         }
-        let role = self.role.clone();
         let started = Instant::now();
-        let result = in_transaction(move || {
-            Spi::connect_mut(|client| {
-                client
-                    .update("SELECT pg_catalog.set_config('role', $1, true)", None, &[role.into()])
-                    .map_err(spi("switching to the worker's role"))?;
-                f(client)
-            })
-        });
+        let result = in_transaction_as(&self.role, f);
         if writes {
             self.longest = self.longest.max(started.elapsed());
         }

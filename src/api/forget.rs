@@ -121,39 +121,35 @@ pub fn forget_pass<D: Driver>(d: &mut D, dry_run: bool) -> Result<Steps> {
             first_value::<bool>(crate::plans::run(c, HALVED_AT, &[halflife.into()]).map_err(spi("reading when hits were halved"))?)
                 .map_err(spi("reading when hits were halved"))
         })?;
-        Ok(match (due, dry_run) {
-            (Some(true), true) => d.read(|c| count(c, HALVE_COUNT, &[], "counting hit counts"))?,
-            (Some(true), false) => {
-                d.unit(|c| {
-                    crate::plans::run(c, MARK_HALVED, &[]).map_err(spi("recording the halving"))?;
-                    Ok(())
-                })?;
-                let mut after = 0i64;
-                let mut total = 0i64;
-                loop {
-                    let (n, last) = d.unit(|c| {
-                        let table = crate::plans::run(c, HALVE_BATCH, &[batch.into(), after.into()]).map_err(spi("halving hit counts"))?;
-                        table.first().get_two::<i64, i64>().map_err(spi("halving hit counts"))
-                    })?;
-                    let n = n.unwrap_or(0);
-                    total += n;
-                    after = last.unwrap_or(after);
-                    if n < batch {
-                        break;
-                    }
-                }
-                total
+        if dry_run {
+            return if due == Some(true) { d.read(|c| count(c, HALVE_COUNT, &[], "counting hit counts")) } else { Ok(0) };
+        }
+        if due == Some(false) {
+            return Ok(0);
+        }
+        // Due, or the first pass, which only starts the clock. The clock is set before the
+        // halving, so a pass stopped half-way halves no row twice.
+        d.unit(|c| {
+            crate::plans::run(c, MARK_HALVED, &[]).map_err(spi("recording the halving"))?;
+            Ok(())
+        })?;
+        if due.is_none() {
+            return Ok(0);
+        }
+        let mut after = 0i64;
+        let mut total = 0i64;
+        loop {
+            let (n, last) = d.unit(|c| {
+                let table = crate::plans::run(c, HALVE_BATCH, &[batch.into(), after.into()]).map_err(spi("halving hit counts"))?;
+                table.first().get_two::<i64, i64>().map_err(spi("halving hit counts"))
+            })?;
+            let n = n.unwrap_or(0);
+            total += n;
+            after = last.unwrap_or(after);
+            if n < batch {
+                return Ok(total);
             }
-            // The first pass only starts the clock.
-            (None, false) => {
-                d.unit(|c| {
-                    crate::plans::run(c, MARK_HALVED, &[]).map_err(spi("recording the halving"))?;
-                    Ok(())
-                })?;
-                0
-            }
-            _ => 0,
-        })
+        }
     })?);
 
     // 3. Evict above the capacity.

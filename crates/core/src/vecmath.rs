@@ -107,27 +107,9 @@ fn dot_and_sq_norm_portable(a: &[f32], b: &[f32]) -> (f64, f64) {
     (ds, qs)
 }
 
-/// `Σ aᵢbᵢ` with the AVX2 + FMA build when the CPU has it: the cosine of two unit vectors, in
-/// the inner loop of near-duplicate detection.
-pub fn dot_fast(a: &[f32], b: &[f32]) -> f64 {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
-            // SAFETY: the CPU supports AVX2 and FMA, checked just above.
-            return unsafe { dot_avx2(a, b) };
-        }
-    }
-    dot_wide::<false>(a, b)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn dot_avx2(a: &[f32], b: &[f32]) -> f64 {
-    dot_wide::<true>(a, b)
-}
-
-/// 32 independent lanes (four AVX2 registers), so additions do not wait on each other;
-/// `FUSED` uses fused multiply-adds (only where the CPU has them).
+/// `Σ aᵢbᵢ` in 32 independent lanes (four AVX2 registers), so additions do not wait on each
+/// other; `FUSED` uses fused multiply-adds (only in code built for a CPU that has them, like
+/// `consolidate::cluster_near_duplicates`).
 #[inline(always)]
 pub(crate) fn dot_wide<const FUSED: bool>(a: &[f32], b: &[f32]) -> f64 {
     const W: usize = 32;
@@ -213,7 +195,6 @@ mod tests {
             let a: Vec<f32> = (0..n).map(|i| (i as f32 * 0.37).sin()).collect();
             let b: Vec<f32> = (0..n).map(|i| (i as f32 * 0.11).cos()).collect();
             assert!((dot(&a, &b) - naive_dot(&a, &b)).abs() < 1e-4, "n={n}");
-            assert!((dot_fast(&a, &b) - naive_dot(&a, &b)).abs() < 1e-4, "n={n}");
             assert!((dot_wide::<false>(&a, &b) - naive_dot(&a, &b)).abs() < 1e-4, "n={n}");
             let sq: f64 = a.iter().zip(&b).map(|(x, y)| ((x - y) as f64).powi(2)).sum();
             assert!((sq_distance_wide::<false>(&a, &b) as f64 - sq).abs() < 1e-3 * sq.max(1.0), "n={n}");
