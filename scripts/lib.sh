@@ -76,8 +76,9 @@ start_server() {
   if as_server_user "$bindir/pg_ctl" -D "$data" status >/dev/null 2>&1; then
     as_server_user "$bindir/pg_ctl" -D "$data" -w -m fast stop >/dev/null
   fi
-  # Without RUST_BACKTRACE, so that error details carry no Rust backtrace.
-  as_server_user env -u RUST_BACKTRACE -u RUST_LIB_BACKTRACE \
+  # SERVER_ENV: extra environment of the server (the test server runs with RUST_BACKTRACE=1, to
+  # prove that clients never see a Rust backtrace whatever the environment).
+  as_server_user env ${SERVER_ENV:-} \
     "$bindir/pg_ctl" -D "$data" -w -t 60 -l "$data/server.log" start >/dev/null \
     || { tail -n 30 "$data/server.log" >&2; die "the server in $data did not start"; }
 }

@@ -36,7 +36,7 @@ start_test_server() {
   SOCK="$(server_dir test-socket)"
   say "Starting the test server (port $PORT, socket $SOCK)"
   # The workers of one database, for the out-of-process tests of the workers.
-  start_server "$DATA" "$SOCK" "$PORT" "log_min_messages = warning" "agent_memory.worker_databases = 'agent_memory_workers'"
+  SERVER_ENV="RUST_BACKTRACE=1" start_server "$DATA" "$SOCK" "$PORT" "log_min_messages = warning" "agent_memory.worker_databases = 'agent_memory_workers'"
   local psql=("$(pg_bindir)/psql" -X -q -h "$SOCK" -p "$PORT" -U postgres -d postgres)
   # Settings a previous run left with ALTER SYSTEM go, and the workers' database exists.
   "${psql[@]}" -c "ALTER SYSTEM RESET ALL" -c "SELECT pg_reload_conf()" >/dev/null
@@ -56,14 +56,19 @@ regress() {
     || { [ -f "$out/regression.diffs" ] && head -n 200 "$out/regression.diffs"; return 1; }
 }
 
+standby() {
+  bash "$ROOT/tests/standby.sh" "$SOCK" "$PORT"
+}
+
 out_of_process() {
-  AGENT_MEMORY_TEST_HOST="$SOCK" AGENT_MEMORY_TEST_PORT="$PORT" cargo test -p agent_memory_tests -- --test-threads=1
+  AGENT_MEMORY_TEST_HOST="$SOCK" AGENT_MEMORY_TEST_PORT="$PORT" cargo test -p agent_memory_tests --no-fail-fast -- --test-threads=1
 }
 
 tier "unit tests (cargo test)" unit_tests
 tier "pg_test (cargo pgrx test)" pg_tests
 start_test_server
 tier "pg_regress" regress
+tier "standby (a streaming replica, psql)" standby
 tier "out-of-process tests (tests/)" out_of_process
 
 say "Summary"

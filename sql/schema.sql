@@ -7,7 +7,7 @@ CREATE TABLE agent_memory.turns (
     session_id  text        NOT NULL,
     role        text        NOT NULL CHECK (role IN ('system', 'user', 'assistant', 'tool')),
     content     text        NOT NULL,
-    created_at  timestamptz NOT NULL DEFAULT now(),
+    created_at  timestamptz NOT NULL DEFAULT now() CONSTRAINT turns_created_at_finite CHECK (isfinite(created_at)),
     metadata    jsonb       NOT NULL DEFAULT '{}'
 );
 COMMENT ON TABLE agent_memory.turns IS
@@ -29,7 +29,7 @@ CREATE TABLE agent_memory.memories (
     emb             vector      NOT NULL,
     embedding_model text        NOT NULL
                     DEFAULT coalesce(nullif(current_setting('agent_memory.default_model', true), ''), 'default'),
-    importance      real        NOT NULL CHECK (importance >= 0 AND importance <= 1),
+    importance      real        NOT NULL CHECK (importance >= 0::real AND importance <= 1::real),
     protected       boolean     NOT NULL DEFAULT false,
     source          text,
     source_turn_id  bigint      REFERENCES agent_memory.turns (id) ON DELETE SET NULL,
@@ -46,6 +46,9 @@ CREATE TABLE agent_memory.memories (
     archived_at     timestamptz,
     metadata        jsonb       NOT NULL DEFAULT '{}',
     CHECK (active OR retired_at IS NOT NULL),
+    -- Ages are counted from these two; an infinite time has no age (recall and forgetting would
+    -- disagree on it), so it is refused.
+    CONSTRAINT memories_times_finite CHECK (isfinite(created_at) AND isfinite(last_hit_at)),
     CHECK (NOT (protected AND NOT active AND retired_reason IN ('expired', 'evicted')))
 );
 
@@ -120,15 +123,23 @@ COMMENT ON TABLE agent_memory.embedding_models IS 'Embedding models in use and t
 -- comes from the importance rule and a missing expires_at from the retention settings; protected
 -- facts never expire; and every write to a memory increments its version, except a recall's
 -- refresh of last_hit_at and hit_count.
+-- The function runs with search_path = pg_catalog, pg_temp, and names pgvector's functions and
+-- operators through pgvector's schema (written in when the extension is created): no object of
+-- another schema can stand in for them, whoever writes (including the workers).
+DO $do$
+BEGIN
+EXECUTE pg_catalog.replace($src$
 CREATE FUNCTION agent_memory.memories_before_write() RETURNS trigger
-LANGUAGE plpgsql AS $body$
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $body$
 DECLARE
     dims       integer;
     registered integer;
 BEGIN
-    IF TG_OP = 'INSERT' OR NEW.emb IS DISTINCT FROM OLD.emb
+    IF TG_OP = 'INSERT' OR NEW.emb OPERATOR(@vs@.<>) OLD.emb
        OR NEW.embedding_model IS DISTINCT FROM OLD.embedding_model THEN
-        dims := vector_dims(NEW.emb);
+        dims := @vs@.vector_dims(NEW.emb);
         SELECT m.dimensions INTO registered FROM agent_memory.embedding_models m WHERE m.name = NEW.embedding_model;
         IF registered IS NULL THEN
             INSERT INTO agent_memory.embedding_models (name, dimensions) VALUES (NEW.embedding_model, dims)
@@ -140,12 +151,12 @@ BEGIN
                 USING ERRCODE = 'data_exception',
                       HINT = 'Set embedding_model to the model that made this embedding; one model has one dimension.';
         END IF;
-        IF vector_norm(NEW.emb) = 0 THEN
+        IF @vs@.vector_norm(NEW.emb) OPERATOR(pg_catalog.=) 0::double precision THEN
             RAISE EXCEPTION 'the embedding is all zeros'
                 USING ERRCODE = 'invalid_parameter_value',
                       HINT = 'Store the embedding of the memory''s content: a non-zero vector.';
         END IF;
-        NEW.emb := l2_normalize(NEW.emb);
+        NEW.emb := @vs@.l2_normalize(NEW.emb);
     END IF;
 
     IF TG_OP = 'INSERT' THEN
@@ -164,12 +175,13 @@ BEGIN
         IF NEW.protected THEN
             NEW.expires_at := NULL;
         END IF;
-        IF (NEW.user_id, NEW.kind, NEW.subject, NEW.predicate, NEW.object, NEW.content, NEW.emb,
+        IF NEW.emb OPERATOR(@vs@.<>) OLD.emb
+           OR (NEW.user_id, NEW.kind, NEW.subject, NEW.predicate, NEW.object, NEW.content,
             NEW.embedding_model, NEW.importance, NEW.protected, NEW.source, NEW.source_turn_id, NEW.active,
             NEW.retired_reason, NEW.retired_at, NEW.superseded_by, NEW.valid_until, NEW.expires_at, NEW.metadata,
             NEW.archived_at)
            IS DISTINCT FROM
-           (OLD.user_id, OLD.kind, OLD.subject, OLD.predicate, OLD.object, OLD.content, OLD.emb,
+           (OLD.user_id, OLD.kind, OLD.subject, OLD.predicate, OLD.object, OLD.content,
             OLD.embedding_model, OLD.importance, OLD.protected, OLD.source, OLD.source_turn_id, OLD.active,
             OLD.retired_reason, OLD.retired_at, OLD.superseded_by, OLD.valid_until, OLD.expires_at, OLD.metadata,
             OLD.archived_at) THEN
@@ -185,15 +197,10 @@ BEGIN
     END IF;
     RETURN NEW;
 END
-$body$;
-
--- pgvector's functions are found in pgvector's schema, wherever it is installed.
-DO $do$
-BEGIN
-    EXECUTE format('ALTER FUNCTION agent_memory.memories_before_write() SET search_path = pg_catalog, %I',
-                   (SELECT n.nspname FROM pg_catalog.pg_extension e
-                      JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace
-                     WHERE e.extname = 'vector'));
+$body$
+$src$, '@vs@', pg_catalog.quote_ident((SELECT n.nspname FROM pg_catalog.pg_extension e
+                                           JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace
+                                          WHERE e.extname = 'vector')));
 END
 $do$;
 
@@ -291,3 +298,46 @@ AS $$
 $$;
 COMMENT ON FUNCTION agent_memory.memory_evidence(bigint) IS
     'The memories a summary was made from (evidence), oldest first; recall skips them.';
+
+-- pg_dump backs up the rows of every table that holds users' data or bookkeeping (the tables
+-- belong to the extension, so without this a dump would hold none of them), and the sequences
+-- that number them, so a restored database goes on numbering after its last id.
+SELECT pg_catalog.pg_extension_config_dump('agent_memory.memories', '');
+SELECT pg_catalog.pg_extension_config_dump('agent_memory.turns', '');
+SELECT pg_catalog.pg_extension_config_dump('agent_memory.embedding_models', '');
+SELECT pg_catalog.pg_extension_config_dump('agent_memory.runs', '');
+SELECT pg_catalog.pg_extension_config_dump('agent_memory.maintenance_state', '');
+SELECT pg_catalog.pg_extension_config_dump(pg_catalog.pg_get_serial_sequence('agent_memory.memories', 'id'), '');
+SELECT pg_catalog.pg_extension_config_dump(pg_catalog.pg_get_serial_sequence('agent_memory.turns', 'id'), '');
+SELECT pg_catalog.pg_extension_config_dump(pg_catalog.pg_get_serial_sequence('agent_memory.runs', 'id'), '');
+
+-- The role the background workers' passes run as (unless agent_memory.worker_role names another):
+-- it cannot log in, and it may read and change the extension's tables, nothing else. Roles
+-- belong to the whole server, so a second database with the extension shares it.
+DO $do$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname OPERATOR(pg_catalog.=) 'agent_memory_worker') THEN
+        CREATE ROLE agent_memory_worker NOLOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOINHERIT NOBYPASSRLS;
+    END IF;
+    -- pgvector's functions are called by the write trigger under the worker's role.
+    IF NOT pg_catalog.has_schema_privilege('agent_memory_worker',
+            (SELECT e.extnamespace FROM pg_catalog.pg_extension e WHERE e.extname OPERATOR(pg_catalog.=) 'vector'), 'USAGE') THEN
+        EXECUTE pg_catalog.format('GRANT USAGE ON SCHEMA %I TO agent_memory_worker',
+            (SELECT n.nspname FROM pg_catalog.pg_extension e JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) e.extnamespace
+              WHERE e.extname OPERATOR(pg_catalog.=) 'vector'));
+    END IF;
+END
+$do$;
+GRANT USAGE ON SCHEMA agent_memory TO agent_memory_worker;
+GRANT SELECT, INSERT, UPDATE, DELETE ON agent_memory.memories, agent_memory.runs, agent_memory.maintenance_state
+    TO agent_memory_worker;
+GRANT SELECT, INSERT ON agent_memory.embedding_models TO agent_memory_worker;
+GRANT SELECT ON agent_memory.turns TO agent_memory_worker;
+DO $do$
+BEGIN
+    EXECUTE pg_catalog.format('GRANT USAGE, SELECT, UPDATE ON SEQUENCE %s, %s, %s TO agent_memory_worker',
+        pg_catalog.pg_get_serial_sequence('agent_memory.memories', 'id'),
+        pg_catalog.pg_get_serial_sequence('agent_memory.turns', 'id'),
+        pg_catalog.pg_get_serial_sequence('agent_memory.runs', 'id'));
+END
+$do$;

@@ -11,12 +11,12 @@ const VECTOR_SCHEMA: &str = "SELECT n.nspname::text FROM pg_catalog.pg_extension
 
 /// The dimension registered for `model`, or `None` before its first memory is written.
 pub fn model_dims(client: &mut SpiClient<'_>, model: &str) -> Result<Option<usize>> {
-    let dims = first_value::<i32>(crate::plans::run(client, MODEL_DIMS, &[model.into()]).map_err(spi("reading the model's dimension"))?)
+    let dims = first_value::<i32>(crate::plans::read(client, MODEL_DIMS, &[model.into()]).map_err(spi("reading the model's dimension"))?)
         .map_err(spi("reading the model's dimension"))?;
     Ok(dims.map(|d| d as usize))
 }
 
 /// The schema pgvector is installed in.
 pub fn vector_schema(client: &mut SpiClient<'_>) -> Result<Option<String>> {
-    first_value::<String>(crate::plans::run(client, VECTOR_SCHEMA, &[]).map_err(spi("finding pgvector"))?).map_err(spi("finding pgvector"))
+    first_value::<String>(crate::plans::read(client, VECTOR_SCHEMA, &[]).map_err(spi("finding pgvector"))?).map_err(spi("finding pgvector"))
 }

@@ -81,7 +81,7 @@ static APPROXIMATE_CANDIDATES: GucSetting<i32> = GucSetting::<i32>::new(2_000);
 
 /// `agent_memory.worker_databases`: databases the workers work in, comma-separated (server start only; default `postgres`).
 static WORKER_DATABASES: GucSetting<Option<std::ffi::CString>> = GucSetting::<Option<std::ffi::CString>>::new(Some(c"postgres"));
-/// `agent_memory.worker_role`: the role the workers' passes run as (default empty: the extension's owner).
+/// `agent_memory.worker_role`: the role the workers' passes run as (default empty: `agent_memory_worker`, a NOLOGIN role with only the rights the passes need).
 static WORKER_ROLE: GucSetting<Option<std::ffi::CString>> = GucSetting::<Option<std::ffi::CString>>::new(None);
 /// `agent_memory.workers_enabled`: whether the workers run passes (default on).
 static WORKERS_ENABLED: GucSetting<bool> = GucSetting::<bool>::new(true);
@@ -404,7 +404,7 @@ fn define_worker_settings() {
     GucRegistry::define_string_guc(
         c"agent_memory.worker_role",
         c"The role the workers' passes run as.",
-        c"Empty: the owner of the extension in each database.",
+        c"Empty: agent_memory_worker, the NOLOGIN role the extension creates, which may only read and change the extension's tables.",
         &WORKER_ROLE,
         GucContext::Sighup,
         GucFlags::default(),

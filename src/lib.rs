@@ -32,6 +32,11 @@ extension_sql_file!("../sql/schema.sql", name = "schema", bootstrap);
 #[allow(non_snake_case)]
 #[pg_guard]
 pub extern "C-unwind" fn _PG_init() {
+    // A client never sees a Rust backtrace: pgrx appends one to an error's DETAIL when backtraces
+    // are enabled in the server's environment (RUST_BACKTRACE), and RUST_LIB_BACKTRACE=0 turns
+    // off their capture whatever RUST_BACKTRACE says. Set while the process is single-threaded,
+    // before any backtrace is captured (the setting is read once).
+    std::env::set_var("RUST_LIB_BACKTRACE", "0");
     gucs::init();
     worker::register();
 }

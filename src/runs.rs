@@ -138,11 +138,11 @@ pub fn check_dry_run(dry_run: Option<bool>) -> Result<bool> {
 /// run; `None` when another pass holds the lock.
 fn start_run(client: &mut SpiClient<'_>, job: Job, lock: &'static str, by_worker: bool) -> Result<Option<i64>> {
     let got: Option<bool> =
-        first_value(crate::plans::run(client, lock, &[job.name().into()]).map_err(spi("taking the pass's lock"))?).map_err(spi("taking the pass's lock"))?;
+        first_value(crate::plans::read(client, lock, &[job.name().into()]).map_err(spi("taking the pass's lock"))?).map_err(spi("taking the pass's lock"))?;
     if got != Some(true) {
         return Ok(None);
     }
-    first_value::<i64>(crate::plans::run(client, START_RUN, &[job.name().into(), by_worker.into()]).map_err(spi("recording the run"))?)
+    first_value::<i64>(crate::plans::write(client, START_RUN, &[job.name().into(), by_worker.into()]).map_err(spi("recording the run"))?)
         .map_err(spi("recording the run"))
 }
 
@@ -152,7 +152,7 @@ fn finish_run(client: &mut SpiClient<'_>, run_id: i64, outcome: std::result::Res
         Ok(steps) => ("succeeded", steps_json(steps), step_ms_json(steps), None),
         Err(message) => ("failed", "{}".to_string(), "{}".to_string(), Some(message.to_string())),
     };
-    crate::plans::run(client, FINISH_RUN, &[run_id.into(), status.into(), steps.into(), error.into(), longest_ms.into(), step_ms.into()])
+    crate::plans::write(client, FINISH_RUN, &[run_id.into(), status.into(), steps.into(), error.into(), longest_ms.into(), step_ms.into()])
         .map_err(spi("recording the run"))?;
     Ok(())
 }
@@ -195,7 +195,7 @@ pub fn by_worker<D: Driver>(d: &mut D, job: Job, pass: impl FnOnce(&mut D) -> Re
     let longest = d.longest_unit_ms();
     let finish = d.bookkeeping(|client| {
         finish_run(client, run_id, outcome.as_ref().map_err(String::as_str), longest)?;
-        crate::plans::run(client, UNLOCK_SESSION, &[job.name().into()]).map_err(spi("releasing the pass's lock"))?;
+        crate::plans::read(client, UNLOCK_SESSION, &[job.name().into()]).map_err(spi("releasing the pass's lock"))?;
         Ok(())
     });
     finish?;

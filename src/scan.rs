@@ -246,7 +246,13 @@ fn scan_active(
     unsafe {
         s.slot = pg_sys::table_slot_create(s.rel, std::ptr::null_mut());
 
+        let mut read = 0u32;
         while pg_sys::index_getnext_slot(s.scan, pg_sys::ScanDirection::ForwardScanDirection, s.slot) {
+            // A cancel or statement_timeout stops a scan of a large user within a few thousand rows.
+            read = read.wrapping_add(1);
+            if read % 1024 == 0 {
+                pgrx::check_for_interrupts!();
+            }
             if ((*s.slot).tts_nvalid as i32) < max_attr {
                 pg_sys::slot_getsomeattrs_int(s.slot, max_attr);
             }

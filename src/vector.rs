@@ -283,8 +283,31 @@ pub fn parse_vector_text(text: &str) -> crate::error::Result<VectorDatum> {
     unsafe { VectorDatum::from_datum(datum, Element::F32) }
 }
 
-/// A new `vector` datum holding `values`, palloc'd in the current memory context.
-pub fn new_vector_datum(values: &[f32]) -> pg_sys::Datum {
+/// Checks that `n` numbers fit in a pgvector vector (at least 1, at most [`MAX_DIM`]).
+pub fn check_dims(n: usize, what: &str) -> crate::error::Result<()> {
+    if n == 0 {
+        return Err(MemoryError::invalid_parameter(format!("{what} has no numbers")).hint("Pass the embedding: a non-empty list of numbers."));
+    }
+    if n > MAX_DIM {
+        return Err(MemoryError::new(
+            pgrx::PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
+            format!("{what} has {n} numbers, more than pgvector's limit of {MAX_DIM} dimensions"),
+        )
+        .hint("Pass an embedding of at most 16000 dimensions; reduce it with the model's own truncation if it has one."));
+    }
+    Ok(())
+}
+
+/// A new `vector` datum holding `values`, palloc'd in the current memory context; an error when
+/// `values` has no numbers or more than pgvector's limit, before anything is built.
+pub fn new_vector_datum(values: &[f32]) -> crate::error::Result<pg_sys::Datum> {
+    check_dims(values.len(), "an embedding")?;
+    Ok(raw_vector_datum(values))
+}
+
+/// Builds the datum; `values.len()` is between 1 and [`MAX_DIM`] (checked by the caller).
+fn raw_vector_datum(values: &[f32]) -> pg_sys::Datum {
+    debug_assert!(!values.is_empty() && values.len() <= MAX_DIM);
     let size = HEADER + 4 * values.len();
     // SAFETY: palloc0 returns `size` zeroed bytes (or raises); the header is written with
     // pgrx's SET_VARSIZE equivalent, `dim` after it (`unused` stays 0), then the elements.
@@ -309,7 +332,7 @@ pub fn new_vector_array(rows: &[Vec<f32>]) -> crate::error::Result<pgrx::datum::
     let (mut len, mut byval, mut align) = (0i16, false, 0 as std::ffi::c_char);
     // SAFETY: fills the three out-parameters for a valid type OID.
     unsafe { pg_sys::get_typlenbyvalalign(elem, &mut len, &mut byval, &mut align) };
-    let mut datums: Vec<pg_sys::Datum> = rows.iter().map(|r| new_vector_datum(r)).collect();
+    let mut datums: Vec<pg_sys::Datum> = rows.iter().map(|r| new_vector_datum(r)).collect::<crate::error::Result<_>>()?;
     // SAFETY: `datums` holds `rows.len()` valid vector datums of the element type described by
     // (len, byval, align); construct_array copies them into a new palloc'd array.
     let array = unsafe { pg_sys::construct_array(datums.as_mut_ptr(), datums.len() as i32, elem, len as i32, byval, align) };

@@ -30,6 +30,10 @@ pub const WORKER_TYPE: &str = "agent_memory worker";
 /// started again.
 const RESTART_AFTER: Duration = Duration::from_secs(10);
 
+/// The role the passes run as unless `agent_memory.worker_role` names another: a NOLOGIN role the
+/// extension creates, with only the rights the passes need (see `sql/schema.sql`).
+pub const DEFAULT_ROLE: &str = "agent_memory_worker";
+
 /// The longest a worker sleeps before it looks at the schedule again.
 const MAX_SLEEP: Duration = Duration::from_secs(60);
 
@@ -120,6 +124,52 @@ fn in_transaction<R>(f: impl FnOnce() -> Result<R>) -> Result<R> {
     outcome
 }
 
+/// The search path of every statement a worker runs: nothing outside `pg_catalog` can stand in for
+/// a function or operator the extension's SQL names without a schema.
+const WORKER_SEARCH_PATH: &str = "pg_catalog, pg_temp";
+
+/// The `agent_memory.*` settings that a database- or role-level setting (`ALTER DATABASE ... SET`,
+/// `ALTER ROLE ... SET`) changed for this worker's session, with their server-wide values: the
+/// last valid line in the server's configuration files (postgresql.conf, its includes, ALTER
+/// SYSTEM), else the built-in default. Settings the worker already pinned count as well, so a
+/// reload is followed.
+const SERVER_WIDE_SETTINGS: &str = "\
+SELECT s.name::text, coalesce(f.setting, s.boot_val)::text \
+  FROM pg_catalog.pg_settings s \
+  LEFT JOIN LATERAL (SELECT fs.setting FROM pg_catalog.pg_file_settings fs \
+                      WHERE fs.name OPERATOR(pg_catalog.=) s.name AND fs.error IS NULL \
+                      ORDER BY fs.seqno DESC LIMIT 1) f ON true \
+ WHERE s.name OPERATOR(pg_catalog.~~) 'agent\\_memory.%' \
+   AND s.source OPERATOR(pg_catalog.=) ANY (ARRAY['database', 'user', 'database user', 'session']) \
+   AND s.context OPERATOR(pg_catalog.<>) 'postmaster'";
+
+/// Makes the worker's session independent of what a database owner can set: the search path is
+/// `pg_catalog, pg_temp`, and every `agent_memory.*` setting has its server-wide value. Called
+/// after connecting and after every reload of the configuration.
+fn pin_session() -> Result<()> {
+    in_transaction(|| {
+        Spi::connect_mut(|client| {
+            client
+                .select("SELECT pg_catalog.set_config('search_path', $1, false)", None, &[WORKER_SEARCH_PATH.into()])
+                .map_err(spi("setting the worker's search path"))?;
+            let mut pinned = Vec::new();
+            for row in client.select(SERVER_WIDE_SETTINGS, None, &[]).map_err(spi("reading the server-wide settings"))? {
+                let name: Option<String> = row.get(1).map_err(spi("reading the server-wide settings"))?;
+                let value: Option<String> = row.get(2).map_err(spi("reading the server-wide settings"))?;
+                if let (Some(n), Some(v)) = (name, value) {
+                    pinned.push((n, v));
+                }
+            }
+            for (name, value) in pinned {
+                client
+                    .select("SELECT pg_catalog.set_config($1, $2, false)", None, &[name.clone().into(), value.into()])
+                    .map_err(spi("applying a server-wide setting"))?;
+            }
+            Ok(())
+        })
+    })
+}
+
 /// Runs `f` in a transaction of its own, as `role` (`SET LOCAL ROLE`).
 fn in_transaction_as<R>(role: &str, f: impl FnOnce(&mut SpiClient<'_>) -> Result<R>) -> Result<R> {
     in_transaction(|| {
@@ -194,9 +244,11 @@ fn role_if_installed() -> Result<Option<String>> {
                     .map_err(spi("looking for the extension"))?,
             )
             .map_err(spi("looking for the extension"))?;
-            let Some(owner) = owner else { return Ok(None) };
+            if owner.is_none() {
+                return Ok(None);
+            }
             let configured = gucs::worker_role();
-            Ok(Some(if configured.is_empty() { owner } else { configured }))
+            Ok(Some(if configured.is_empty() { DEFAULT_ROLE.to_string() } else { configured }))
         })
     })
 }
@@ -297,6 +349,13 @@ pub extern "C-unwind" fn agent_memory_worker_main(_arg: pg_sys::Datum) {
         }
         let mut sleep = MAX_SLEEP;
         if !in_recovery() {
+            if let Err(e) = pin_session() {
+                warning!("agent_memory: could not pin the worker's settings: {}", e.message);
+                if !BackgroundWorker::wait_latch(Some(MAX_SLEEP)) {
+                    break;
+                }
+                continue;
+            }
             match role_if_installed() {
                 Ok(None) => {
                     if !said_missing {

@@ -118,7 +118,7 @@ struct WouldChange {
 }
 
 fn ids_of(client: &mut SpiClient<'_>, sql: &'static str, args: &[pgrx::datum::DatumWithOid<'_>], what: &'static str) -> Result<Vec<Vec<i64>>> {
-    let table = crate::plans::run(client, sql, args).map_err(spi(what))?;
+    let table = crate::plans::read(client, sql, args).map_err(spi(what))?;
     let mut out = Vec::new();
     for row in table {
         let ids: Option<Vec<Option<i64>>> = row.get(1).map_err(spi(what))?;
@@ -134,7 +134,7 @@ fn merge(client: &mut SpiClient<'_>, pairs: &[(i64, i64)]) -> Result<i64> {
     }
     let ids: Vec<i64> = pairs.iter().map(|p| p.0).collect();
     let keepers: Vec<i64> = pairs.iter().map(|p| p.1).collect();
-    let table = crate::plans::run(client, MERGE_BATCH, &[ids.into(), keepers.into()]).map_err(spi("merging memories"))?;
+    let table = crate::plans::write(client, MERGE_BATCH, &[ids.into(), keepers.into()]).map_err(spi("merging memories"))?;
     Ok(table.first().get_one::<i64>().map_err(spi("merging memories"))?.unwrap_or(0))
 }
 
@@ -209,7 +209,7 @@ fn similar_pairs(user: &str, model: &str, threshold: f64, skip: &HashSet<i64>, s
 fn merge_similar<D: Driver>(d: &mut D, dry_run: bool, batch: i64, would: &mut WouldChange) -> Result<i64> {
     let threshold = gucs::merge_similarity();
     let users: Vec<(String, String)> = d.read(|c| {
-        let table = crate::plans::run(c, USERS_AND_MODELS, &[]).map_err(spi("listing users"))?;
+        let table = crate::plans::read(c, USERS_AND_MODELS, &[]).map_err(spi("listing users"))?;
         let mut out = Vec::new();
         for row in table {
             if let (Some(u), Some(m)) = (row.get::<String>(1).map_err(spi("listing users"))?, row.get::<String>(2).map_err(spi("listing users"))?) {
@@ -228,6 +228,7 @@ fn merge_similar<D: Driver>(d: &mut D, dry_run: bool, batch: i64, would: &mut Wo
             let mut scanned = 0usize;
             let mut i = next;
             while i < users.len() && (pairs.len() as i64) < batch && scanned < SIMILAR_SCAN_ROWS {
+                pgrx::check_for_interrupts!();
                 let mut found = similar_pairs(&users[i].0, &users[i].1, threshold, skip, &mut scanned)?;
                 if (pairs.len() + found.len()) as i64 > batch {
                     // Too many for this batch: take what fits; the user is read again next unit.
@@ -315,7 +316,7 @@ fn summarize_groups(client: &mut SpiClient<'_>, groups: &[&Vec<i64>], custom: &O
     }
     let mut episodes: Vec<Vec<Episode>> = (0..groups.len()).map(|_| Vec::new()).collect();
     {
-        let mut table = crate::plans::run(client, SUMMARY_SOURCES, &[ids.into()]).map_err(spi("reading episodes"))?;
+        let mut table = crate::plans::write(client, SUMMARY_SOURCES, &[ids.into()]).map_err(spi("reading episodes"))?;
         while table.next().is_some() {
             let e = spi("reading an episode");
             let (Some(id), Some(user), Some(model), Some(content)) = (
@@ -372,7 +373,7 @@ fn summarize_groups(client: &mut SpiClient<'_>, groups: &[&Vec<i64>], custom: &O
     }
     let n = episodes.len() as i64;
     let new_ids: Vec<i64> = {
-        let table = crate::plans::run(client, NEXT_IDS, &[n.into()]).map_err(spi("numbering summaries"))?;
+        let table = crate::plans::write(client, NEXT_IDS, &[n.into()]).map_err(spi("numbering summaries"))?;
         let mut out = Vec::with_capacity(episodes.len());
         for row in table {
             out.push(row.get::<i64>(1).map_err(spi("numbering summaries"))?.unwrap_or_default());
@@ -384,7 +385,7 @@ fn summarize_groups(client: &mut SpiClient<'_>, groups: &[&Vec<i64>], custom: &O
     let models: Vec<String> = episodes.iter().map(|g| g[0].model.clone()).collect();
     let importance: Vec<f32> = episodes.iter().map(|g| g.iter().map(|e| e.importance).fold(0.0f32, f32::max)).collect();
     let sizes: Vec<i32> = episodes.iter().map(|g| g.len() as i32).collect();
-    crate::plans::run(
+    crate::plans::write(
         client,
         INSERT_SUMMARIES,
         &[
@@ -406,7 +407,7 @@ fn summarize_groups(client: &mut SpiClient<'_>, groups: &[&Vec<i64>], custom: &O
             summary_of.push(*sid);
         }
     }
-    let table = crate::plans::run(client, RETIRE_EVIDENCE, &[evidence.into(), summary_of.into()]).map_err(spi("keeping the evidence"))?;
+    let table = crate::plans::write(client, RETIRE_EVIDENCE, &[evidence.into(), summary_of.into()]).map_err(spi("keeping the evidence"))?;
     Ok(table.len() as i64)
 }
 
@@ -450,7 +451,7 @@ fn archive<D: Driver>(d: &mut D, dry_run: bool, batch: i64, would: &WouldChange)
     let after = after.min(i32::MAX as i64) as i32;
     // One read finds the candidates; batches then archive them by id.
     let ids: Vec<i64> = d.read(|c| {
-        let table = crate::plans::run(c, ARCHIVE_CANDIDATES, &[after.into()]).map_err(spi("finding one-off memories"))?;
+        let table = crate::plans::read(c, ARCHIVE_CANDIDATES, &[after.into()]).map_err(spi("finding one-off memories"))?;
         let mut out = Vec::new();
         for row in table {
             if let Some(id) = row.get::<i64>(1).map_err(spi("finding one-off memories"))? {
@@ -466,7 +467,7 @@ fn archive<D: Driver>(d: &mut D, dry_run: bool, batch: i64, would: &WouldChange)
     let mut total = 0;
     for chunk in ids.chunks(batch as usize) {
         total += d.unit(|c| {
-            let table = crate::plans::run(c, ARCHIVE_BATCH, &[chunk.to_vec().into(), after.into(), importance.into()])
+            let table = crate::plans::write(c, ARCHIVE_BATCH, &[chunk.to_vec().into(), after.into(), importance.into()])
                 .map_err(spi("archiving memories"))?;
             Ok(first_value::<i64>(table).map_err(spi("archiving memories"))?.unwrap_or(0))
         })?;
@@ -479,6 +480,7 @@ fn archive<D: Driver>(d: &mut D, dry_run: bool, batch: i64, would: &WouldChange)
 /// Nothing is deleted. `dry_run => true` changes nothing and returns what would change. Fails
 /// at once (55P03) while another consolidation pass runs.
 #[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, pg_temp)]
 fn memory_consolidate(dry_run: default!(Option<bool>, false)) -> TableIterator<'static, (name!(step, String), name!(rows, i64))> {
     let dry_run = runs::check_dry_run(dry_run).or_raise();
     let steps = runs::by_hand(Job::Consolidate, dry_run, |d| consolidate_pass(d, dry_run)).or_raise();

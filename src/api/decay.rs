@@ -40,6 +40,16 @@ fn memory_decay_score(
             .hint("0 is the plain decay curve; 1 switches decay off.")
             .raise();
     }
+    if !similarity.is_finite() {
+        MemoryError::invalid_parameter(format!("similarity must be a finite number, not {similarity}"))
+            .hint("Pass a cosine similarity, between -1 and 1.")
+            .raise();
+    }
+    if !(0.0..=1.0).contains(&importance) {
+        MemoryError::invalid_parameter(format!("importance must be between 0 and 1, not {importance}"))
+            .hint("Pass the memory's importance, between 0 and 1.")
+            .raise();
+    }
     let s = scorer(Some(mode)).or_raise();
     let hours = interval_hours(age.months(), age.days(), age.micros());
     s.score(similarity, hours, importance as f64, floor)

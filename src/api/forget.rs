@@ -96,8 +96,14 @@ SELECT count(*) FROM agent_memory.memories m \
  WHERE NOT m.active AND m.retired_at < now() - make_interval(mins => $1) \
    AND NOT (m.retired_reason = 'summarized' AND m.superseded_by IS NOT NULL)";
 
+/// Runs a batch that changes rows and returns how many it changed.
 fn count(client: &mut pgrx::spi::SpiClient<'_>, sql: &'static str, args: &[pgrx::datum::DatumWithOid<'_>], what: &'static str) -> Result<i64> {
-    Ok(first_value::<i64>(crate::plans::run(client, sql, args).map_err(spi(what))?).map_err(spi(what))?.unwrap_or(0))
+    Ok(first_value::<i64>(crate::plans::write(client, sql, args).map_err(spi(what))?).map_err(spi(what))?.unwrap_or(0))
+}
+
+/// Runs a count that only reads (what a dry run reports).
+fn tally(client: &mut pgrx::spi::SpiClient<'_>, sql: &'static str, args: &[pgrx::datum::DatumWithOid<'_>], what: &'static str) -> Result<i64> {
+    Ok(first_value::<i64>(crate::plans::read(client, sql, args).map_err(spi(what))?).map_err(spi(what))?.unwrap_or(0))
 }
 
 /// The whole forgetting pass. With `dry_run`, every step counts what it would change instead.
@@ -108,7 +114,7 @@ pub fn forget_pass<D: Driver>(d: &mut D, dry_run: bool) -> Result<Steps> {
     // 1. Expire.
     steps.push(step("expire", || {
         if dry_run {
-            d.read(|c| count(c, EXPIRE_COUNT, &[], "counting expired memories"))
+            d.read(|c| tally(c, EXPIRE_COUNT, &[], "counting expired memories"))
         } else {
             until_done(d, batch, |c| count(c, EXPIRE_BATCH, &[batch.into()], "expiring memories"))
         }
@@ -118,11 +124,11 @@ pub fn forget_pass<D: Driver>(d: &mut D, dry_run: bool) -> Result<Steps> {
     steps.push(step("age_hits", || -> Result<i64> {
         let halflife = gucs::hit_halflife_minutes().min(i32::MAX as i64) as i32;
         let due: Option<bool> = d.read(|c| {
-            first_value::<bool>(crate::plans::run(c, HALVED_AT, &[halflife.into()]).map_err(spi("reading when hits were halved"))?)
+            first_value::<bool>(crate::plans::read(c, HALVED_AT, &[halflife.into()]).map_err(spi("reading when hits were halved"))?)
                 .map_err(spi("reading when hits were halved"))
         })?;
         if dry_run {
-            return if due == Some(true) { d.read(|c| count(c, HALVE_COUNT, &[], "counting hit counts")) } else { Ok(0) };
+            return if due == Some(true) { d.read(|c| tally(c, HALVE_COUNT, &[], "counting hit counts")) } else { Ok(0) };
         }
         if due == Some(false) {
             return Ok(0);
@@ -130,7 +136,7 @@ pub fn forget_pass<D: Driver>(d: &mut D, dry_run: bool) -> Result<Steps> {
         // Due, or the first pass, which only starts the clock. The clock is set before the
         // halving, so a pass stopped half-way halves no row twice.
         d.unit(|c| {
-            crate::plans::run(c, MARK_HALVED, &[]).map_err(spi("recording the halving"))?;
+            crate::plans::write(c, MARK_HALVED, &[]).map_err(spi("recording the halving"))?;
             Ok(())
         })?;
         if due.is_none() {
@@ -140,7 +146,7 @@ pub fn forget_pass<D: Driver>(d: &mut D, dry_run: bool) -> Result<Steps> {
         let mut total = 0i64;
         loop {
             let (n, last) = d.unit(|c| {
-                let table = crate::plans::run(c, HALVE_BATCH, &[batch.into(), after.into()]).map_err(spi("halving hit counts"))?;
+                let table = crate::plans::write(c, HALVE_BATCH, &[batch.into(), after.into()]).map_err(spi("halving hit counts"))?;
                 table.first().get_two::<i64, i64>().map_err(spi("halving hit counts"))
             })?;
             let n = n.unwrap_or(0);
@@ -160,7 +166,7 @@ pub fn forget_pass<D: Driver>(d: &mut D, dry_run: bool) -> Result<Steps> {
                 if dry_run {
                     d.read(|c| {
                         let table =
-                            crate::plans::run(c, OVER_CAPACITY, &[cap.into()]).map_err(spi("finding users above the capacity"))?;
+                            crate::plans::read(c, OVER_CAPACITY, &[cap.into()]).map_err(spi("finding users above the capacity"))?;
                         let mut n = 0i64;
                         for row in table {
                             n += row.get::<i64>(2).map_err(spi("reading a user"))?.unwrap_or(0).max(0);
@@ -169,7 +175,7 @@ pub fn forget_pass<D: Driver>(d: &mut D, dry_run: bool) -> Result<Steps> {
                     })?
                 } else {
                     let over: Vec<(String, i64, Vec<String>)> = d.read(|c| {
-                        let table = crate::plans::run(c, OVER_CAPACITY_MODELS, &[cap.into()])
+                        let table = crate::plans::read(c, OVER_CAPACITY_MODELS, &[cap.into()])
                             .map_err(spi("finding users above the capacity"))?;
                         let mut out = Vec::new();
                         for row in table {
@@ -214,7 +220,7 @@ pub fn forget_pass<D: Driver>(d: &mut D, dry_run: bool) -> Result<Steps> {
             Some(window) => {
                 let window = window.min(i32::MAX as i64) as i32;
                 if dry_run {
-                    d.read(|c| count(c, PURGE_COUNT, &[window.into()], "counting retired memories"))?
+                    d.read(|c| tally(c, PURGE_COUNT, &[window.into()], "counting retired memories"))?
                 } else {
                     until_done(d, batch, |c| count(c, PURGE_BATCH, &[batch.into(), window.into()], "purging retired memories"))?
                 }
@@ -240,6 +246,7 @@ fn evict_users(
     let mut tids: Vec<pg_sys::ItemPointerData> = Vec::new();
     crate::scan::with_fresh_snapshot(|| -> Result<()> {
         for (user, _, models) in users {
+            pgrx::check_for_interrupts!();
             let mut rows: Vec<Keepable> = Vec::new();
             let mut where_is = std::collections::HashMap::new();
             for model in models {
@@ -249,7 +256,7 @@ fn evict_users(
                     if c.expired && !c.protected {
                         return Ok(true);
                     }
-                    let hours = (now - c.last_hit) as f64 / 3_600_000_000.0;
+                    let hours = agent_memory_core::decay::age_hours(now, c.last_hit);
                     rows.push(Keepable { id: c.id, protected: c.protected, score: weights.score(c.importance as f64, hours, c.hit_count as f64) });
                     where_is.insert(c.id, c.tid);
                     Ok(true)
@@ -277,6 +284,7 @@ fn evict_users(
 /// after the regret window; returns the rows of each step. `dry_run => true` changes nothing
 /// and returns what would change. Fails at once (55P03) while another forgetting pass runs.
 #[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, pg_temp)]
 fn memory_forget(dry_run: default!(Option<bool>, false)) -> TableIterator<'static, (name!(step, String), name!(rows, i64))> {
     let dry_run = runs::check_dry_run(dry_run).or_raise();
     let steps = runs::by_hand(Job::Forget, dry_run, |d| forget_pass(d, dry_run)).or_raise();
@@ -290,10 +298,7 @@ fn memory_forget(dry_run: default!(Option<bool>, false)) -> TableIterator<'stati
 fn memory_retention_score(importance: Option<f32>, last_hit_at: Option<TimestampWithTimeZone>, hit_count: Option<i32>) -> f64 {
     // SAFETY: reads the start time of the transaction, which is what now() returns.
     let now = unsafe { pg_sys::GetCurrentTransactionStartTimestamp() };
-    let hours = match last_hit_at {
-        Some(t) if t.is_finite() => (now - t.into_inner()) as f64 / 3_600_000_000.0,
-        Some(t) if t.is_infinity() => 0.0,
-        _ => f64::INFINITY,
-    };
+    // The same ages as the pass: NULL and -infinity are infinitely old, infinity is now.
+    let hours = last_hit_at.map_or(f64::INFINITY, |t| agent_memory_core::decay::age_hours(now, t.into_inner()));
     gucs::retention_weights().score(importance.unwrap_or(0.0) as f64, hours, hit_count.unwrap_or(0) as f64)
 }

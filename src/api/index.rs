@@ -15,10 +15,10 @@ const INDEX_EXISTS: &str = "SELECT to_regclass(format('agent_memory.%I', $1)) IS
 
 /// The model's index name, its dimension and pgvector's schema, when the index exists.
 pub fn model_index(client: &mut pgrx::spi::SpiClient<'_>, model: &str) -> Result<Option<(usize, String)>> {
-    let name: String = first_value(crate::plans::run(client, INDEX_NAME, &[model.into()]).map_err(spi("naming the index"))?)
+    let name: String = first_value(crate::plans::read(client, INDEX_NAME, &[model.into()]).map_err(spi("naming the index"))?)
         .map_err(spi("naming the index"))?
         .unwrap_or_default();
-    let exists: bool = first_value(crate::plans::run(client, INDEX_EXISTS, &[name.into()]).map_err(spi("finding the index"))?)
+    let exists: bool = first_value(crate::plans::read(client, INDEX_EXISTS, &[name.into()]).map_err(spi("finding the index"))?)
         .map_err(spi("finding the index"))?
         .unwrap_or(false);
     if !exists {
@@ -42,10 +42,13 @@ fn create(model: Option<&str>, m: i32, ef_construction: i32) -> Result<String> {
                 MemoryError::new(PgSqlErrorCode::ERRCODE_NO_DATA_FOUND, format!("no memories of model \"{model}\" were written yet"))
                     .hint("The index needs the model's dimension: write the model's first memories, then create the index.")
             })?;
-        let name: String = first_value(crate::plans::run(client, INDEX_NAME, &[model.into()]).map_err(spi("naming the index"))?)
+        let name: String = first_value(crate::plans::read(client, INDEX_NAME, &[model.into()]).map_err(spi("naming the index"))?)
             .map_err(spi("naming the index"))?
             .unwrap_or_default();
-        let schema = crate::catalog::vector_schema(client)?.unwrap_or_else(|| "public".into());
+        let schema = crate::catalog::vector_schema(client)?.ok_or_else(|| {
+            MemoryError::new(PgSqlErrorCode::ERRCODE_UNDEFINED_OBJECT, "pgvector is not installed in this database")
+                .hint("CREATE EXTENSION vector;")
+        })?;
         let vs = quote_identifier(&schema);
         // DDL takes no parameters: the name and schema are quoted identifiers, the model a quoted
         // literal, and the numbers were range-checked above.
@@ -63,6 +66,7 @@ fn create(model: Option<&str>, m: i32, ef_construction: i32) -> Result<String> {
 /// Creates the HNSW index of one embedding model (if it does not exist) and returns its name.
 /// Recall uses it for users with more than `agent_memory.exact_limit` memories of the model.
 #[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, pg_temp)]
 fn memory_create_index(model: Option<&str>, m: default!(i32, 16), ef_construction: default!(i32, 64)) -> String {
     create(model, m, ef_construction).or_raise()
 }

@@ -122,7 +122,20 @@ pub fn recall(user_id: Option<&str>, query: Option<&VectorDatum>, opts: RecallOp
     if min_similarity.is_nan() {
         return Err(MemoryError::invalid_parameter("min_similarity must be a number").hint("Use a value between -1 and 1, or NULL."));
     }
-    let kinds: Option<Vec<String>> = opts.kinds.map(|ks| ks.into_iter().flatten().collect());
+    let kinds: Option<Vec<String>> = match opts.kinds {
+        None => None,
+        Some(ks) => {
+            let mut out = Vec::with_capacity(ks.len());
+            for k in ks {
+                let k = k.ok_or_else(|| {
+                    MemoryError::null_value("kinds must not contain NULL").hint("List kinds of memory: 'semantic', 'episodic'; or pass kinds => NULL for all.")
+                })?;
+                crate::api::policy::check_kind(&k)?;
+                out.push(k);
+            }
+            Some(out)
+        }
+    };
     let touch = opts.touch.unwrap_or(true);
     let include_archived = opts.archived.unwrap_or(false);
     let (floor_semantic, floor_episodic) = (gucs::decay_floor(false), gucs::decay_floor(true));
@@ -158,7 +171,7 @@ pub fn recall(user_id: Option<&str>, query: Option<&VectorDatum>, opts: RecallOp
             }
             let similarity = emb.with_f32(&mut scratch, |x| vecmath::cosine_with_unit(&q, x));
             if similarity >= min_similarity {
-                let age_hours = (now - c.last_hit) as f64 / 3_600_000_000.0;
+                let age_hours = agent_memory_core::decay::age_hours(now, c.last_hit);
                 let floor = if c.episodic { floor_episodic } else { floor_semantic };
                 let score = scorer.score(similarity, age_hours, c.importance as f64, floor);
                 top.push(Ranked { id: c.id, score, similarity });
@@ -191,7 +204,8 @@ pub fn recall(user_id: Option<&str>, query: Option<&VectorDatum>, opts: RecallOp
         let mut details = std::collections::HashMap::with_capacity(ids.len());
         {
             let sql = if touch && !read_only() { TOUCH_RETURNING } else { DETAILS };
-            let table = crate::plans::run(client, sql, &[ids.clone().into()]).map_err(spi("reading the recalled memories"))?;
+            let table = if sql == TOUCH_RETURNING { crate::plans::write(client, sql, &[ids.clone().into()]) } else { crate::plans::read(client, sql, &[ids.clone().into()]) };
+            let table = table.map_err(spi("reading the recalled memories"))?;
             for row in table {
                 let id: i64 = row.get(1).map_err(spi("reading id"))?.unwrap_or_default();
                 details.insert(
@@ -253,7 +267,7 @@ fn approximate(
     // pgvector's search settings for this statement only; the previous values come back after.
     let saved = client
         .select(
-            "SELECT current_setting('hnsw.iterative_scan', true), current_setting('hnsw.ef_search', true)",
+            "SELECT pg_catalog.current_setting('hnsw.iterative_scan', true), pg_catalog.current_setting('hnsw.ef_search', true)",
             None,
             &[],
         )
@@ -261,7 +275,7 @@ fn approximate(
         .first()
         .get_two::<String, String>()
         .map_err(spi("reading pgvector's settings"))?;
-    let set = "SELECT set_config('hnsw.iterative_scan', $1, true), set_config('hnsw.ef_search', $2, true)";
+    let set = "SELECT pg_catalog.set_config('hnsw.iterative_scan', $1, true), pg_catalog.set_config('hnsw.ef_search', $2, true)";
     client
         .select(set, None, &["relaxed_order".into(), n.clamp(40, 1000).to_string().into()])
         .map_err(spi("setting pgvector's search"))?;
@@ -271,11 +285,11 @@ fn approximate(
           WHERE m.user_id = $1 AND m.embedding_model = $2 AND m.active \
             AND (m.expires_at IS NULL OR m.expires_at > now()) AND (m.valid_until IS NULL OR m.valid_until > now()) \
             AND ($3::text[] IS NULL OR m.kind = ANY ($3::text[])) AND ($6 OR m.archived_at IS NULL) \
-          ORDER BY m.emb::{vs}.vector({dims}) <=> $4::{vs}.vector({dims}) LIMIT $5"
+          ORDER BY m.emb::{vs}.vector({dims}) OPERATOR({vs}.<=>) $4::{vs}.vector({dims}) LIMIT $5"
     );
     let oid = crate::vector::vector_type_oid()?;
     // SAFETY: a fresh `vector` datum, passed with pgvector's type OID.
-    let qd = unsafe { pgrx::datum::DatumWithOid::new(crate::vector::new_vector_datum(q), oid) };
+    let qd = unsafe { pgrx::datum::DatumWithOid::new(crate::vector::new_vector_datum(q)?, oid) };
     let mut top = TopK::new(k);
     let mut scratch = Vec::new();
     {
@@ -299,7 +313,7 @@ fn approximate(
             };
             let similarity = emb.with_f32(&mut scratch, |x| vecmath::cosine_with_unit(q, x));
             if similarity >= min_similarity {
-                let s = score(similarity, (now - last_hit) as f64 / 3_600_000_000.0, importance as f64, episodic);
+                let s = score(similarity, agent_memory_core::decay::age_hours(now, last_hit), importance as f64, episodic);
                 top.push(Ranked { id, score: s, similarity });
             }
         }
@@ -324,6 +338,7 @@ macro_rules! memory_recall_for {
         $(#[$doc])*
         #[allow(clippy::too_many_arguments)]
         #[pg_extern(volatile, parallel_unsafe, name = "memory_recall")]
+        #[search_path(pg_catalog, pg_temp)]
         fn $rust_name(
             user_id: Option<&str>,
             query: Option<$query>,

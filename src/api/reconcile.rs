@@ -51,6 +51,48 @@ pub struct Fact {
     pub expected_version: Option<i32>,
 }
 
+impl Fact {
+    /// Refuses a NUL character in any string of the fact, as `jsonb` does: PostgreSQL's text
+    /// cannot hold one, and a string with one would not equal the same text without it.
+    pub fn check_text(&self) -> Result<()> {
+        let texts = [
+            ("subject", &self.subject),
+            ("predicate", &self.predicate),
+            ("object", &self.object),
+            ("content", &self.content),
+            ("kind", &self.kind),
+            ("source", &self.source),
+            ("expires_at", &self.expires_at),
+            ("valid_until", &self.valid_until),
+            ("action", &self.action),
+        ];
+        for (name, text) in texts {
+            if text.as_deref().is_some_and(|t| t.contains('\0')) {
+                return Err(nul_in(name));
+            }
+        }
+        if self.metadata.as_ref().is_some_and(json_has_nul) {
+            return Err(nul_in("metadata"));
+        }
+        Ok(())
+    }
+}
+
+fn nul_in(field: &str) -> MemoryError {
+    MemoryError::new(PgSqlErrorCode::ERRCODE_UNTRANSLATABLE_CHARACTER, format!("{field}: unsupported Unicode escape sequence"))
+        .detail("\\u0000 cannot be converted to text.")
+        .hint("Remove the NUL characters (\\u0000) from the fact's strings.")
+}
+
+fn json_has_nul(v: &serde_json::Value) -> bool {
+    match v {
+        serde_json::Value::String(s) => s.contains('\0'),
+        serde_json::Value::Array(a) => a.iter().any(json_has_nul),
+        serde_json::Value::Object(o) => o.iter().any(|(k, v)| k.contains('\0') || json_has_nul(v)),
+        _ => false,
+    }
+}
+
 /// What one fact did: the contract's four columns.
 #[derive(Debug, Clone, Copy)]
 pub struct Outcome {
@@ -149,6 +191,32 @@ const INSERT_MANY: &str = "INSERT INTO agent_memory.memories \
             AS r(id, kind, subject, predicate, object, content, emb, importance, protected, source, source_turn_id, \
                  expires_at, valid_until, metadata, version, active, retired_reason, superseded_by)";
 
+/// How many of a call's own earlier facts the similarity fallback compares a fact with (besides
+/// every memory the user had before the call): the most recent ones. Comparing with all of
+/// them would make a batch's cost grow with the square of its length.
+pub const BATCH_SIMILARITY_WINDOW: usize = 512;
+
+/// The memories the similarity fallback compares a fact with: every active memory of the user
+/// and model from before the call, and the call's most recent new rows.
+struct Known {
+    existing: Vec<(Slot, bool, Vec<f32>)>,
+    recent: std::collections::VecDeque<(Slot, bool, Vec<f32>)>,
+}
+
+impl Known {
+    fn push_new(&mut self, entry: (Slot, bool, Vec<f32>)) {
+        if self.recent.len() == BATCH_SIMILARITY_WINDOW {
+            self.recent.pop_front();
+        }
+        self.recent.push_back(entry);
+    }
+
+    fn remove(&mut self, slot: Slot) {
+        self.existing.retain(|m| m.0 != slot);
+        self.recent.retain(|m| m.0 != slot);
+    }
+}
+
 /// Reconciles the facts of one user: reads what the facts need in a few queries, decides every
 /// fact in order against an in-memory view (which includes the rows earlier facts created), then
 /// writes everything in at most three statements.
@@ -162,10 +230,16 @@ pub struct Reconciler<'a, 'c> {
     rows: HashMap<Slot, RowState>,
     by_key: HashMap<(String, String), Slot>,
     by_content: HashMap<(String, bool), Slot>,
-    known: Option<Vec<(Slot, bool, Vec<f32>)>>,
+    known: Option<Known>,
     new_rows: Vec<NewRow>,
     retire: Vec<(i64, i32, &'static str, Option<Slot>)>,
     reinforce: HashMap<i64, (i32, i32)>,
+}
+
+/// A NOT NULL column read as NULL: the schema is not what this library expects.
+fn not_null(column: &str) -> MemoryError {
+    MemoryError::corrupted(format!("memories.{column} is NULL"))
+        .hint("The installed schema does not match the library: run ALTER EXTENSION agent_memory UPDATE.")
 }
 
 fn conflict() -> MemoryError {
@@ -177,7 +251,7 @@ fn conflict() -> MemoryError {
 impl<'a, 'c> Reconciler<'a, 'c> {
     /// Locks the user and reads the model's dimension.
     pub fn new(client: &'a mut SpiClient<'c>, user: &str, model: &str) -> Result<Self> {
-        crate::plans::run(client, LOCK_USER, &[user.into()]).map_err(spi("locking the user"))?;
+        crate::plans::read(client, LOCK_USER, &[user.into()]).map_err(spi("locking the user"))?;
         let dims = crate::catalog::model_dims(client, model)?;
         Ok(Reconciler {
             client,
@@ -198,6 +272,7 @@ impl<'a, 'c> Reconciler<'a, 'c> {
 
     /// Checks an embedding against the model and returns it at unit length.
     fn unit(&mut self, emb: &[f32]) -> Result<Vec<f32>> {
+        crate::vector::check_dims(emb.len(), "emb")?;
         if let Some(d) = self.dims {
             if d != emb.len() {
                 return Err(MemoryError::data_exception(format!(
@@ -238,7 +313,7 @@ impl<'a, 'c> Reconciler<'a, 'c> {
         if !keyed.is_empty() {
             let subjects: Vec<Option<String>> = keyed.iter().map(|f| f.subject.clone()).collect();
             let predicates: Vec<Option<String>> = keyed.iter().map(|f| f.predicate.clone()).collect();
-            let table = crate::plans::run(self.client, LOAD_KEYS, &[self.user.clone().into(), subjects.into(), predicates.into()])
+            let table = crate::plans::write(self.client, LOAD_KEYS, &[self.user.clone().into(), subjects.into(), predicates.into()])
                 .map_err(spi("reading the user's facts"))?;
             for r in table {
                 let id: i64 = r.get(1).map_err(spi("reading id"))?.unwrap_or_default();
@@ -258,7 +333,7 @@ impl<'a, 'c> Reconciler<'a, 'c> {
         let texts: Vec<Option<String>> =
             facts.iter().filter(|f| f.subject.is_none() && f.predicate.is_none()).filter_map(|f| f.content.clone()).map(Some).collect();
         if !texts.is_empty() {
-            let table = crate::plans::run(self.client, LOAD_CONTENT, &[self.user.clone().into(), self.model.clone().into(), texts.into()])
+            let table = crate::plans::write(self.client, LOAD_CONTENT, &[self.user.clone().into(), self.model.clone().into(), texts.into()])
                 .map_err(spi("reading the user's memories"))?;
             for r in table {
                 let id: i64 = r.get(1).map_err(spi("reading id"))?.unwrap_or_default();
@@ -276,7 +351,7 @@ impl<'a, 'c> Reconciler<'a, 'c> {
         }
         let targets: Vec<i64> = facts.iter().filter_map(|f| f.target_id).collect();
         if !targets.is_empty() {
-            let table = crate::plans::run(self.client, LOAD_TARGETS, &[targets.into(), self.user.clone().into()])
+            let table = crate::plans::write(self.client, LOAD_TARGETS, &[targets.into(), self.user.clone().into()])
                 .map_err(spi("reading the target memories"))?;
             for r in table {
                 let id: i64 = r.get(1).map_err(spi("reading id"))?.unwrap_or_default();
@@ -303,15 +378,16 @@ impl<'a, 'c> Reconciler<'a, 'c> {
     }
 
     /// The user's active memories of this model with their unit embeddings, loaded on first use.
-    fn known(&mut self) -> Result<&mut Vec<(Slot, bool, Vec<f32>)>> {
+    fn known(&mut self) -> Result<&mut Known> {
         if self.known.is_none() {
-            let mut v = Vec::new();
-            let mut table = crate::plans::run(self.client, LOAD_KNOWN, &[self.user.clone().into(), self.model.clone().into()])
+            let mut existing = Vec::new();
+            let mut table = crate::plans::read(self.client, LOAD_KNOWN, &[self.user.clone().into(), self.model.clone().into()])
                 .map_err(spi("reading the user's memories"))?;
             let mut found = Vec::new();
             while table.next().is_some() {
-                let id: i64 = table.get(1).map_err(spi("reading id"))?.unwrap_or_default();
-                let version: i32 = table.get(2).map_err(spi("reading version"))?.unwrap_or(1);
+                pgrx::check_for_interrupts!();
+                let id: i64 = table.get(1).map_err(spi("reading id"))?.ok_or_else(|| not_null("id"))?;
+                let version: i32 = table.get(2).map_err(spi("reading version"))?.ok_or_else(|| not_null("version"))?;
                 let Some(raw) = table.get_datum_by_ordinal(3).map_err(spi("reading emb"))? else { continue };
                 // SAFETY: column 3 is `memories.emb`, of type `vector`.
                 let emb = unsafe { VectorDatum::from_datum(raw, crate::vector::Element::F32) }?;
@@ -321,17 +397,18 @@ impl<'a, 'c> Reconciler<'a, 'c> {
                 let subject: Option<String> = table.get(6).map_err(spi("reading subject"))?;
                 let predicate: Option<String> = table.get(7).map_err(spi("reading predicate"))?;
                 found.push((id, RowState { version, active: true, key: subject.zip(predicate), content: None, object }));
-                v.push((Slot::Existing(id), episodic, unit));
+                existing.push((Slot::Existing(id), episodic, unit));
             }
             // Rows this call already retired are no candidates.
-            v.retain(|(slot, _, _)| self.rows.get(slot).is_none_or(|r| r.active));
+            existing.retain(|(slot, _, _)| self.rows.get(slot).is_none_or(|r| r.active));
             for (id, state) in found {
                 self.rows.entry(Slot::Existing(id)).or_insert(state);
             }
+            let mut known = Known { existing, recent: std::collections::VecDeque::new() };
             for nr in self.new_rows.iter().enumerate().filter(|(_, n)| n.active) {
-                v.push((Slot::New(nr.0), nr.1.kind == "episodic", nr.1.unit.clone()));
+                known.push_new((Slot::New(nr.0), nr.1.kind == "episodic", nr.1.unit.clone()));
             }
-            self.known = Some(v);
+            self.known = Some(known);
         }
         Ok(self.known.as_mut().expect("loaded above"))
     }
@@ -348,8 +425,18 @@ impl<'a, 'c> Reconciler<'a, 'c> {
     /// The most similar active memory of the same kind at or above `threshold`.
     fn similar(&mut self, unit: &[f32], episodic: bool, threshold: f64) -> Result<Option<(Slot, Match)>> {
         let known = self.known()?;
-        let same_kind: Vec<&(Slot, bool, Vec<f32>)> = known.iter().filter(|m| m.1 == episodic).collect();
-        let best = most_similar(same_kind.iter().map(|m| vecmath::dot(unit, &m.2)), threshold);
+        let same_kind: Vec<&(Slot, bool, Vec<f32>)> = known.existing.iter().chain(known.recent.iter()).filter(|m| m.1 == episodic).collect();
+        let mut checked = 0usize;
+        let best = most_similar(
+            same_kind.iter().map(|m| {
+                checked += 1;
+                if checked % 4096 == 0 {
+                    pgrx::check_for_interrupts!();
+                }
+                vecmath::dot(unit, &m.2)
+            }),
+            threshold,
+        );
         let found = best.map(|(i, s)| (same_kind[i].0, s));
         Ok(found.and_then(|(slot, s)| self.as_match(slot, MatchKind::Similarity(s))))
     }
@@ -367,7 +454,7 @@ impl<'a, 'c> Reconciler<'a, 'c> {
             object: fact.object.clone(),
         };
         if let Some(k) = self.known.as_mut() {
-            k.push((slot, episodic, unit.clone()));
+            k.push_new((slot, episodic, unit.clone()));
         }
         self.new_rows.push(NewRow {
             fact_index,
@@ -403,7 +490,7 @@ impl<'a, 'c> Reconciler<'a, 'c> {
             }
         }
         if let Some(k) = self.known.as_mut() {
-            k.retain(|m| m.0 != slot);
+            k.remove(slot);
         }
         match slot {
             Slot::Existing(id) => {
@@ -450,6 +537,8 @@ impl<'a, 'c> Reconciler<'a, 'c> {
 
     /// Decides one fact against the in-memory view.
     fn decide_one(&mut self, index: usize, fact: &Fact) -> Result<Pending> {
+        pgrx::check_for_interrupts!();
+        fact.check_text()?;
         let structured = check_key(fact)?;
         let kind = fact.kind.clone().unwrap_or_else(|| "semantic".to_string());
         let episodic = check_kind(&kind)?;
@@ -596,7 +685,7 @@ impl<'a, 'c> Reconciler<'a, 'c> {
         let ids: Vec<i64> = if n_new == 0 {
             Vec::new()
         } else {
-            crate::plans::run(self.client, NEXT_IDS, &[n_new.into()])
+            crate::plans::write(self.client, NEXT_IDS, &[n_new.into()])
                 .map_err(spi("allocating ids"))?
                 .map(|r| r.get::<i64>(1).ok().flatten().unwrap_or_default())
                 .collect()
@@ -615,7 +704,7 @@ impl<'a, 'c> Reconciler<'a, 'c> {
                 self.retire.iter().map(|r| Some(r.2.to_string())).collect::<Vec<Option<String>>>().into(),
                 self.retire.iter().map(|r| id_of(r.3)).collect::<Vec<Option<i64>>>().into(),
             ];
-            let table = crate::plans::run(self.client, RETIRE_MANY, &args).map_err(spi("retiring memories"))?;
+            let table = crate::plans::write(self.client, RETIRE_MANY, &args).map_err(spi("retiring memories"))?;
             for r in table {
                 versions.insert(r.get(1).map_err(spi("reading id"))?.unwrap_or_default(), r.get(2).map_err(spi("reading version"))?.unwrap_or(1));
             }
@@ -630,7 +719,7 @@ impl<'a, 'c> Reconciler<'a, 'c> {
                 items.iter().map(|r| r.1).collect::<Vec<i32>>().into(),
                 items.iter().map(|r| r.2).collect::<Vec<i32>>().into(),
             ];
-            let table = crate::plans::run(self.client, REINFORCE_MANY, &args).map_err(spi("reinforcing memories"))?;
+            let table = crate::plans::write(self.client, REINFORCE_MANY, &args).map_err(spi("reinforcing memories"))?;
             let mut n = 0;
             for r in table {
                 versions.insert(r.get(1).map_err(spi("reading id"))?.unwrap_or_default(), r.get(2).map_err(spi("reading version"))?.unwrap_or(1));
@@ -665,7 +754,7 @@ impl<'a, 'c> Reconciler<'a, 'c> {
                 rows.iter().map(|r| r.retired_reason.map(str::to_string)).collect::<Vec<Option<String>>>().into(),
                 rows.iter().map(|r| id_of(r.superseded_by)).collect::<Vec<Option<i64>>>().into(),
             ];
-            crate::plans::run(self.client, INSERT_MANY, &args).map_err(spi("writing the memories"))?;
+            crate::plans::write(self.client, INSERT_MANY, &args).map_err(spi("writing the memories"))?;
         }
         Ok((ids, versions))
     }
@@ -748,6 +837,7 @@ macro_rules! memory_reconcile_for {
         $(#[$doc])*
         #[allow(clippy::too_many_arguments)]
         #[pg_extern(volatile, parallel_unsafe, name = "memory_reconcile")]
+        #[search_path(pg_catalog, pg_temp)]
         fn $rust_name(
             user_id: Option<&str>,
             subject: Option<String>,
@@ -826,6 +916,11 @@ fn parse_facts(text: &str) -> Result<Vec<Fact>> {
 }
 
 fn bad_facts(e: serde_json::Error) -> MemoryError {
+    if e.to_string().starts_with("recursion limit exceeded") {
+        return MemoryError::new(PgSqlErrorCode::ERRCODE_STATEMENT_TOO_COMPLEX, "facts: the JSON is nested too deeply")
+            .detail("A batch's JSON may nest at most 128 levels (the array, the fact, and its metadata).")
+            .hint("Flatten the facts' metadata.");
+    }
     MemoryError::new(PgSqlErrorCode::ERRCODE_INVALID_TEXT_REPRESENTATION, format!("facts: {e}")).hint(
         "Pass a JSON array of objects such as {\"subject\": \"user\", \"predicate\": \"editor\", \"object\": \"neovim\", \"content\": \"Prefers neovim\", \"emb\": [0.1, 0.2]}.",
     )
@@ -852,6 +947,7 @@ macro_rules! memory_reconcile_batch_for {
     ($(#[$doc:meta])* $rust_name:ident, $facts:ty, $parse:expr) => {
         $(#[$doc])*
         #[pg_extern(volatile, parallel_unsafe, name = "memory_reconcile_batch")]
+        #[search_path(pg_catalog, pg_temp)]
         fn $rust_name(
             user_id: Option<&str>,
             facts: Option<$facts>,
@@ -880,8 +976,8 @@ memory_reconcile_batch_for!(
     /// target_id, expected_version. Returns one row per fact, in input order, numbered from 1.
     /// All facts are decided first, then written in at most three statements.
     memory_reconcile_batch,
-    JsonB,
-    |j| serde_json::from_value(j.0).map_err(bad_facts)
+    crate::json::JsonbText,
+    |j| parse_facts(&j.0)
 );
 
 memory_reconcile_batch_for!(

@@ -24,7 +24,7 @@ fn record(
     let session = session_id
         .filter(|s| !s.trim().is_empty())
         .ok_or_else(|| MemoryError::null_value("session_id must not be NULL or empty").hint("Pass the id of the conversation."))?;
-    let role = role.unwrap_or_default();
+    let role = role.ok_or_else(|| MemoryError::null_value("role must not be NULL").hint("Use one of: system, user, assistant, tool."))?;
     if !ROLES.contains(&role) {
         return Err(MemoryError::invalid_parameter(format!("unknown role \"{role}\"")).hint("Use one of: system, user, assistant, tool."));
     }
@@ -38,7 +38,7 @@ fn record(
         metadata.into(),
     ];
     Spi::connect_mut(|c| {
-        crate::plans::run(c, INSERT, &args)
+        crate::plans::write(c, INSERT, &args)
             .map_err(spi("recording the turn"))?
             .first()
             .get_one::<i64>()
@@ -50,6 +50,7 @@ fn record(
 /// Records one raw conversation turn and returns its id; pass it to `memory_reconcile` as
 /// `source_turn_id` to link the facts drawn from it.
 #[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, pg_temp)]
 fn memory_record_turn(
     user_id: Option<&str>,
     session_id: Option<&str>,

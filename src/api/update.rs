@@ -52,7 +52,7 @@ pub fn update(id: Option<i64>, expected_version: Option<i32>, c: Changes) -> Res
                 MemoryError::invalid_parameter(format!("emb: {p}")).hint("Pass the embedding of the new content: a non-zero vector.")
             })?;
             // SAFETY: a fresh `vector` datum, passed with pgvector's type OID.
-            unsafe { pgrx::datum::DatumWithOid::new(new_vector_datum(&values), vector_type_oid()?) }
+            unsafe { pgrx::datum::DatumWithOid::new(new_vector_datum(&values)?, vector_type_oid()?) }
         }
         None => pgrx::datum::DatumWithOid::null_oid(vector_type_oid()?),
     };
@@ -69,13 +69,13 @@ pub fn update(id: Option<i64>, expected_version: Option<i32>, c: Changes) -> Res
             c.valid_until.map(|t| t.to_string()).into(),
             c.protected.into(),
         ];
-        let updated = first_value::<i32>(crate::plans::run(client, UPDATE, &args).map_err(spi("updating the memory"))?)
+        let updated = first_value::<i32>(crate::plans::write(client, UPDATE, &args).map_err(spi("updating the memory"))?)
             .map_err(spi("updating the memory"))?;
         if updated.is_some() {
             return Ok(updated);
         }
         // Nothing matched: a stale version (NULL), a retired memory or no memory (errors).
-        let state = crate::plans::run(client, STATE, &[id.into()]).map_err(spi("reading the memory"))?;
+        let state = crate::plans::read(client, STATE, &[id.into()]).map_err(spi("reading the memory"))?;
         let state = if state.is_empty() { None } else { state.first().get_two::<i32, bool>().ok() };
         let (version, active) = match state {
             Some((Some(v), Some(a))) => (v, a),
@@ -97,6 +97,7 @@ pub fn update(id: Option<i64>, expected_version: Option<i32>, c: Changes) -> Res
 /// column as it is. Every write increments the version.
 #[allow(clippy::too_many_arguments)]
 #[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, pg_temp)]
 fn memory_update(
     id: Option<i64>,
     expected_version: Option<i32>,
@@ -118,6 +119,7 @@ fn memory_update(
 /// so a call without an embedding resolves to the `vector` form unambiguously.
 #[allow(clippy::too_many_arguments)]
 #[pg_extern(volatile, parallel_unsafe, name = "memory_update")]
+#[search_path(pg_catalog, pg_temp)]
 fn memory_update_halfvec(
     id: Option<i64>,
     expected_version: Option<i32>,

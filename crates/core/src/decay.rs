@@ -150,6 +150,16 @@ impl Scorer {
     }
 }
 
+/// Hours from `then` to `now`, both PostgreSQL timestamps (microseconds; `i64::MIN` is
+/// `-infinity`, `i64::MAX` is `infinity`). A time in the future counts as now; `-infinity` is
+/// infinitely old, so every curve gives it its floor.
+pub fn age_hours(now: i64, then: i64) -> f64 {
+    if then == i64::MIN {
+        return f64::INFINITY;
+    }
+    (now.saturating_sub(then).max(0)) as f64 / 3_600_000_000.0
+}
+
 /// Hours in an interval given as PostgreSQL stores it (months, days, microseconds), counting a
 /// month as 30 days and a day as 24 hours, as `EXTRACT(EPOCH FROM interval)` does.
 pub fn interval_hours(months: i32, days: i32, micros: i64) -> f64 {
@@ -276,6 +286,17 @@ mod tests {
         // Without a floor the old episode is gone, with one it wins.
         assert!(s.score(old_relevant.0, old_relevant.1, 0.5, 0.0) < s.score(new_noise.0, new_noise.1, 0.5, 0.0));
         assert!(s.score(old_relevant.0, old_relevant.1, 0.5, 0.4) > s.score(new_noise.0, new_noise.1, 0.5, 0.4));
+    }
+
+    #[test]
+    fn ages_count_hours_and_treat_infinities_as_the_ends_of_time() {
+        let now = 1_000 * 3_600_000_000;
+        assert!(close(age_hours(now, now - 3 * 3_600_000_000), 3.0, 1e-12));
+        assert_eq!(age_hours(now, now + 3_600_000_000), 0.0);
+        assert_eq!(age_hours(now, i64::MAX), 0.0);
+        assert_eq!(age_hours(now, i64::MIN), f64::INFINITY);
+        let p = DecayParams::default();
+        assert!(close(p.multiplier(DecayMode::Exponential, age_hours(now, i64::MIN), 0.4), 0.4, 1e-12));
     }
 
     #[test]
