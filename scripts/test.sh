@@ -13,8 +13,12 @@ MAJOR="$(pg_major)"
 PORT="${AGENT_MEMORY_TEST_PORT:-28816}"
 FAILED=()
 PASSED=()
+# AGENT_MEMORY_TIERS="regress standby" runs only the named tiers (unit_tests, pg_tests, regress,
+# standby, out_of_process); unset, all of them.
+wanted() { [ -z "${AGENT_MEMORY_TIERS:-}" ] || [[ " $AGENT_MEMORY_TIERS " == *" $1 "* ]]; }
 tier() {  # tier NAME COMMAND...: runs one tier and records the outcome
   local name="$1"; shift
+  wanted "$1" || return 0
   say "Tier: $name"
   if "$@"; then PASSED+=("$name"); else FAILED+=("$name"); printf '\033[31m    tier failed: %s\033[0m\n' "$name"; fi
 }

@@ -254,12 +254,19 @@ impl IntoVectorDatum for &str {
 
 /// The OID of pgvector's `vector` type, looked up in the schema pgvector is installed in.
 pub fn vector_type_oid() -> crate::error::Result<pg_sys::Oid> {
-    pgrx::spi::Spi::get_one::<pg_sys::Oid>(
-        "SELECT t.oid FROM pg_catalog.pg_type t \
-           JOIN pg_catalog.pg_extension e ON e.extnamespace = t.typnamespace \
-          WHERE e.extname = 'vector' AND t.typname = 'vector'",
-    )
-    .map_err(crate::error::spi("looking up pgvector's vector type"))?
+    // A read (no transaction id), so the text forms work on a standby too.
+    pgrx::spi::Spi::connect(|client| {
+        let table = client
+            .select(
+                "SELECT t.oid FROM pg_catalog.pg_type t \
+                   JOIN pg_catalog.pg_extension e ON e.extnamespace OPERATOR(pg_catalog.=) t.typnamespace \
+                  WHERE e.extname OPERATOR(pg_catalog.=) 'vector' AND t.typname OPERATOR(pg_catalog.=) 'vector'",
+                Some(1),
+                &[],
+            )
+            .map_err(crate::error::spi("looking up pgvector's vector type"))?;
+        crate::error::first_value::<pg_sys::Oid>(table).map_err(crate::error::spi("looking up pgvector's vector type"))
+    })?
     .ok_or_else(|| {
         MemoryError::new(pgrx::PgSqlErrorCode::ERRCODE_UNDEFINED_OBJECT, "pgvector's type vector was not found")
             .hint("CREATE EXTENSION vector;")

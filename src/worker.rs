@@ -174,7 +174,7 @@ fn pin_session() -> Result<()> {
 fn in_transaction_as<R>(role: &str, f: impl FnOnce(&mut SpiClient<'_>) -> Result<R>) -> Result<R> {
     in_transaction(|| {
         Spi::connect_mut(|client| {
-            client.update("SELECT pg_catalog.set_config('role', $1, true)", None, &[role.into()]).map_err(spi("switching to the worker's role"))?;
+            client.select("SELECT pg_catalog.set_config('role', $1, true)", None, &[role.into()]).map_err(spi("switching to the worker's role"))?;
             f(client)
         })
     })

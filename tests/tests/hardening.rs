@@ -99,7 +99,8 @@ fn dump_and_restore_keep_every_memory_and_the_rules() {
     assert!(text.contains("Uses neovim"));
 
     let mut admin = connect("postgres");
-    admin.batch_execute("DROP DATABASE IF EXISTS agent_memory_dump_dst WITH (FORCE); CREATE DATABASE agent_memory_dump_dst").unwrap();
+    admin.batch_execute("DROP DATABASE IF EXISTS agent_memory_dump_dst WITH (FORCE)").unwrap();
+    admin.batch_execute("CREATE DATABASE agent_memory_dump_dst").unwrap();
     let out = Command::new(format!("{bin}/pg_restore"))
         .args(server_args())
         .args(["--exit-on-error", "-d", "agent_memory_dump_dst", file.to_str().unwrap()])
