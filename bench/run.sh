@@ -5,6 +5,8 @@
 #   bench/run.sh storage   storage of 512-d embeddings: EXTERNAL vs in line vs PLAIN vs halfvec
 #   bench/run.sh maintain  memory_forget and memory_consolidate on 1,000,000 memories
 #   bench/run.sh evict     the eviction simulation: six policies, three question streams (no server)
+#   bench/run.sh quality   evidence recall on real conversations (shared/eval), before and after maintenance;
+#                          writes docs/quality.md
 # Figures are printed and written under target/agent_memory/.
 source "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib.sh"
 which="${1:-write}"
@@ -31,5 +33,9 @@ if [ "$which" = storage ]; then
   exit 0
 fi
 cargo build --release -p agent_memory_bench --bin "$which" 2>&1 | tail -1
+if [ "$which" = quality ]; then
+  export AGENT_MEMORY_EVAL="${AGENT_MEMORY_EVAL:-$ROOT/../shared/eval/conversations}"
+  export QUALITY_DOC="${QUALITY_DOC:-$ROOT/docs/quality.md}"
+fi
 AGENT_MEMORY_TEST_HOST="$SOCK" AGENT_MEMORY_TEST_PORT="$PORT" BENCH_OUT="$ROOT/target/agent_memory/bench-$which.md" \
   "$ROOT/target/release/$which"

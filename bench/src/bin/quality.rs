@@ -1,0 +1,306 @@
+//! The memory-quality harness: does recall find what a question needs, on real conversations?
+//!
+//! Loads the conversations of `shared/eval/conversations` (`AGENT_MEMORY_EVAL` names the folder)
+//! as the README there describes: each conversation is one user, every turn an episodic memory
+//! with `created_at` and `last_hit_at` at its time, shifted so that "now" is one day after the
+//! conversation's last turn; asks every question with `touch => false`; and prints evidence
+//! recall@5 and @10, overall and per category, for exact cosine (ranked by this client: the
+//! baseline any pgvector table gives) and for each recall mode of the product.
+//!
+//! Then the maintenance that the workers would run, with default settings, in two scenarios:
+//! * `passes`: the turns as loaded (retention counted from the load), then `memory_forget()` and
+//!   `memory_consolidate()`;
+//! * `time`: each turn's `expires_at` as the product's retention rule (`memory_retention`) set
+//!   it when the turn was said, so a conversation held over months has aged by now; then the
+//!   same passes.
+//! After each, the same questions again, and the share of the evidence recall can no longer
+//! return.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::io::Write;
+
+use agent_memory_bench::table;
+use agent_memory_tests::connect;
+use pgvector::Vector;
+use postgres::Client;
+
+const DIMS: usize = 384;
+const DB: &str = "am_bench_quality";
+const MODEL: &str = "all-MiniLM-L6-v2";
+
+struct Question {
+    user: String,
+    text: String,
+    emb: Vec<f32>,
+    evidence: Vec<String>,
+    category: i64,
+}
+
+struct Conversation {
+    turns: Vec<(String, String, String)>, // (id, text, at)
+    embs: Vec<Vec<f32>>,
+}
+
+fn read_f32(path: &std::path::Path) -> Vec<Vec<f32>> {
+    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    bytes.chunks_exact(4 * DIMS).map(|row| row.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()).collect()
+}
+
+fn load_data(dir: &std::path::Path) -> (Vec<Conversation>, Vec<Question>) {
+    let mut convs = Vec::new();
+    let mut questions = Vec::new();
+    for n in 1.. {
+        let json = dir.join(format!("conversation-{n}.json"));
+        if !json.exists() {
+            break;
+        }
+        let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        let turns: Vec<(String, String, String)> = v["turns"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| (t["id"].as_str().unwrap().to_string(), t["text"].as_str().unwrap().to_string(), t["at"].as_str().unwrap().to_string()))
+            .collect();
+        let embs = read_f32(&dir.join(format!("conversation-{n}.turns.f32")));
+        assert_eq!(embs.len(), turns.len(), "conversation {n}: one embedding per turn");
+        let qembs = read_f32(&dir.join(format!("conversation-{n}.questions.f32")));
+        for (q, e) in v["questions"].as_array().unwrap().iter().zip(qembs) {
+            questions.push(Question {
+                user: format!("conversation-{n}"),
+                text: q["question"].as_str().unwrap().to_string(),
+                emb: e,
+                evidence: q["evidence"].as_array().unwrap().iter().filter_map(|x| x.as_str().map(str::to_string)).collect(),
+                category: q["category"].as_i64().unwrap_or(0),
+            });
+        }
+        convs.push(Conversation { turns, embs });
+    }
+    (convs, questions)
+}
+
+/// Loads every conversation as one user, turns of all users interleaved in time order. With
+/// `aged`, each turn's `expires_at` is what the retention rule gave it when it was said.
+fn load(c: &mut Client, convs: &[Conversation], aged: bool) -> HashMap<(String, String), i64> {
+    c.batch_execute(
+        "SET client_min_messages = warning;
+         DROP EXTENSION IF EXISTS agent_memory CASCADE; CREATE EXTENSION agent_memory CASCADE;
+         DROP TABLE IF EXISTS eval_turns; CREATE TABLE eval_turns (conv int, ord int, turn_id text, content text, at timestamp, emb vector(384));",
+    )
+    .unwrap();
+    let mut w = c.copy_in("COPY eval_turns FROM STDIN").unwrap();
+    for (n, conv) in convs.iter().enumerate() {
+        for (i, ((id, text, at), emb)) in conv.turns.iter().zip(&conv.embs).enumerate() {
+            let clean = text.replace(['\t', '\n', '\r'], " ").replace('\\', "\\\\");
+            let v: Vec<String> = emb.iter().map(|x| x.to_string()).collect();
+            writeln!(w, "{}\t{i}\t{id}\t{clean}\t{at}\t[{}]", n + 1, v.join(",")).unwrap();
+        }
+    }
+    w.finish().unwrap();
+    let expiry = if aged {
+        "x.t + agent_memory.memory_retention('episodic', agent_memory.memory_importance(x.content), false)"
+    } else {
+        "NULL"
+    };
+    c.batch_execute(&format!(
+        "INSERT INTO agent_memory.memories (user_id, kind, content, emb, embedding_model, created_at, last_hit_at, source, expires_at)
+         SELECT 'conversation-' || x.conv, 'episodic', x.content, x.emb, '{MODEL}', x.t, x.t, x.turn_id, {expiry}
+           FROM (SELECT e.*, now() - (max(e.at) OVER (PARTITION BY e.conv) + interval '1 day' - e.at) AS t FROM eval_turns e) x
+          ORDER BY x.t, x.conv, x.ord"
+    ))
+    .unwrap();
+    c.query("SELECT user_id, source, id FROM agent_memory.memories", &[])
+        .unwrap()
+        .iter()
+        .map(|r| ((r.get::<_, String>(0), r.get::<_, String>(1)), r.get::<_, i64>(2)))
+        .collect()
+}
+
+/// A way of ranking: the product's recall in one mode, or the client's exact cosine.
+struct Mode {
+    name: &'static str,
+    sql: Option<&'static str>,
+}
+
+const MODES: &[Mode] = &[
+    Mode { name: "exact cosine (client; a bare pgvector table)", sql: None },
+    Mode { name: "`memory_recall` defaults (vector only)", sql: Some("SELECT id FROM agent_memory.memory_recall($1, $2::vector, 10, model => $4, touch => false)") },
+    Mode { name: "`memory_recall(..., decay => 'none')`", sql: Some("SELECT id FROM agent_memory.memory_recall($1, $2::vector, 10, model => $4, touch => false, decay => 'none')") },
+    Mode { name: "`memory_recall(..., query_text => q)` hybrid defaults", sql: Some("SELECT id FROM agent_memory.memory_recall($1, $2::vector, 10, model => $4, touch => false, query_text => $3)") },
+    Mode { name: "`memory_recall(NULL query, query_text => q)` keyword only", sql: Some("SELECT id FROM agent_memory.memory_recall($1, NULL::vector, 10, model => $4, touch => false, query_text => $3)") },
+];
+
+/// Per mode: per category (0 = all) the sums of recall@5 and @10 and the count.
+type Scores = Vec<BTreeMap<i64, (f64, f64, usize)>>;
+
+fn ask(c: &mut Client, convs: &[Conversation], questions: &[Question], ids: &HashMap<(String, String), i64>, modes: &[&Mode]) -> Scores {
+    let by_id: HashMap<i64, String> = ids.iter().map(|((_, t), id)| (*id, t.clone())).collect();
+    let mut scores: Scores = vec![BTreeMap::new(); modes.len()];
+    let mut failed = HashSet::new();
+    for q in questions {
+        let conv: usize = q.user.trim_start_matches("conversation-").parse::<usize>().unwrap() - 1;
+        let evidence: HashSet<&str> = q.evidence.iter().map(String::as_str).collect();
+        for (mi, mode) in modes.iter().enumerate() {
+            let ranked: Vec<String> = match mode.sql {
+                None => {
+                    let mut sims: Vec<(f32, usize)> = convs[conv]
+                        .embs
+                        .iter()
+                        .enumerate()
+                        .map(|(i, e)| (e.iter().zip(&q.emb).map(|(a, b)| a * b).sum::<f32>(), i))
+                        .collect();
+                    sims.sort_by(|a, b| b.0.partial_cmp(&a.0).unwrap().then(a.1.cmp(&b.1)));
+                    sims.iter().take(10).map(|(_, i)| convs[conv].turns[*i].0.clone()).collect()
+                }
+                Some(sql) => match c.query(sql, &[&q.user, &Vector::from(q.emb.clone()), &q.text, &MODEL]) {
+                    Ok(rows) => rows.iter().map(|r| by_id.get(&r.get::<_, i64>(0)).cloned().unwrap_or_default()).collect(),
+                    Err(e) => {
+                        if failed.insert(mi) {
+                            eprintln!("{}: {e}", mode.name);
+                        }
+                        continue;
+                    }
+                },
+            };
+            let hits = |k: usize| -> f64 {
+                if q.evidence.is_empty() {
+                    return 0.0;
+                }
+                ranked.iter().take(k).filter(|t| evidence.contains(t.as_str())).count() as f64 / q.evidence.len() as f64
+            };
+            let (r5, r10) = (hits(5), hits(10));
+            for cat in [0, q.category] {
+                let e = scores[mi].entry(cat).or_insert((0.0, 0.0, 0));
+                e.0 += r5;
+                e.1 += r10;
+                e.2 += 1;
+            }
+        }
+    }
+    scores
+}
+
+fn score_rows(modes: &[&Mode], scores: &Scores) -> Vec<Vec<String>> {
+    modes
+        .iter()
+        .zip(scores)
+        .map(|(m, s)| {
+            let mut row = vec![m.name.to_string()];
+            for cat in [0, 1, 2, 3, 4] {
+                match s.get(&cat) {
+                    Some((r5, r10, n)) if cat == 0 => {
+                        row.push(format!("{:.3}", r5 / *n as f64));
+                        row.push(format!("{:.3}", r10 / *n as f64));
+                    }
+                    Some((_, r10, n)) => row.push(format!("{:.3}", r10 / *n as f64)),
+                    None => row.push("–".into()),
+                }
+            }
+            row
+        })
+        .collect()
+}
+
+const HEADER: &[&str] = &["ranking", "recall@5", "recall@10", "@10 multi-hop", "@10 temporal", "@10 open-domain", "@10 single-hop"];
+
+/// Evidence turns recall can no longer return: retired (or deleted) rows.
+fn evidence_gone(c: &mut Client, questions: &[Question], ids: &HashMap<(String, String), i64>) -> (usize, usize) {
+    let wanted: HashSet<i64> = questions.iter().flat_map(|q| q.evidence.iter().filter_map(|t| ids.get(&(q.user.clone(), t.clone())).copied())).collect();
+    let list: Vec<i64> = wanted.iter().copied().collect();
+    let live: i64 = c
+        .query_one("SELECT count(*) FROM agent_memory.memories WHERE id = ANY ($1) AND active", &[&list])
+        .unwrap()
+        .get(0);
+    (list.len() - live as usize, list.len())
+}
+
+fn passes(c: &mut Client) -> String {
+    let mut out = Vec::new();
+    for f in ["memory_forget", "memory_consolidate"] {
+        for r in c.query(&format!("SELECT step, rows FROM agent_memory.{f}()"), &[]).unwrap() {
+            let (s, n): (String, i64) = (r.get(0), r.get(1));
+            if n > 0 {
+                out.push(format!("{s} {n}"));
+            }
+        }
+    }
+    let stats = c
+        .query_one("SELECT sum(active)::bigint, sum(archived)::bigint, sum(retired)::bigint FROM agent_memory.memory_stats", &[])
+        .unwrap();
+    format!(
+        "{}; afterwards {} active ({} of them archived), {} retired",
+        if out.is_empty() { "nothing changed".to_string() } else { out.join(", ") },
+        stats.get::<_, Option<i64>>(0).unwrap_or(0),
+        stats.get::<_, Option<i64>>(1).unwrap_or(0),
+        stats.get::<_, Option<i64>>(2).unwrap_or(0)
+    )
+}
+
+fn main() {
+    let dir = std::path::PathBuf::from(std::env::var("AGENT_MEMORY_EVAL").expect("AGENT_MEMORY_EVAL: the folder of the conversations"));
+    let (convs, questions) = load_data(&dir);
+    println!("{} conversations, {} turns, {} questions", convs.len(), convs.iter().map(|c| c.turns.len()).sum::<usize>(), questions.len());
+    let mut admin = connect("postgres");
+    if admin.query_opt("SELECT 1 FROM pg_database WHERE datname = $1", &[&DB]).unwrap().is_none() {
+        admin.batch_execute(&format!("CREATE DATABASE {DB}")).unwrap();
+    }
+    let mut c = connect(DB);
+    let mut report = String::new();
+    let all: Vec<&Mode> = MODES.iter().collect();
+    let started = std::time::Instant::now();
+
+    let ids = load(&mut c, &convs, false);
+    println!("\n## Before maintenance\n");
+    let before = ask(&mut c, &convs, &questions, &ids, &all);
+    report += "## Before maintenance\n\n";
+    report += &table(HEADER, &score_rows(&all, &before));
+
+    let product: Vec<&Mode> = MODES.iter().filter(|m| m.sql.is_some()).collect();
+    for (title, aged) in [
+        ("After `memory_forget()` and `memory_consolidate()` with default settings", false),
+        ("Time as well as size: each turn's `expires_at` from the retention rule at the time it was said, then both passes", true),
+    ] {
+        let ids = if aged { load(&mut c, &convs, true) } else { ids.clone() };
+        let what = passes(&mut c);
+        let (gone, total) = evidence_gone(&mut c, &questions, &ids);
+        println!("\n## {title}\n\npasses: {what}\nevidence no longer recallable: {gone} of {total} ({:.1}%)\n", 100.0 * gone as f64 / total as f64);
+        report += &format!(
+            "\n## {title}\n\nPasses: {what}.\nEvidence no longer recallable: {gone} of {total} turns ({:.1}%).\n\n",
+            100.0 * gone as f64 / total as f64
+        );
+        let after = ask(&mut c, &convs, &questions, &ids, &product);
+        report += &table(HEADER, &score_rows(&product, &after));
+        let ratio: Vec<String> = product
+            .iter()
+            .zip(&after)
+            .zip(before.iter().skip(1))
+            .map(|((m, a), b)| format!("{}: {:.1}%", m.name, 100.0 * a[&0].1 / b[&0].1.max(1e-9)))
+            .collect();
+        println!("recall@10 after / before: {}", ratio.join("; "));
+        report += &format!("\nrecall@10 after / before: {}.\n", ratio.join("; "));
+    }
+    println!("\n({:.0} s)", started.elapsed().as_secs_f64());
+    if let Ok(path) = std::env::var("BENCH_OUT") {
+        std::fs::write(path, &report).unwrap();
+    }
+    if let Ok(path) = std::env::var("QUALITY_DOC") {
+        let doc = format!(
+            "# Memory quality on real conversations\n\n\
+             Written by `bench/run.sh quality` ({} questions over {} conversations, {:.0} s here). Evidence recall@k of a \
+             question is the share of its evidence turns in the top k; the tables give the mean over all questions, and \
+             recall@10 per question category.\n\n\
+             **The data.** Five long multi-session conversations between two people (2,760 dated turns) and 760 questions \
+             annotated with the turns that answer them, from the LoCoMo benchmark (Maharana et al., ACL 2024, licensed \
+             CC BY-NC 4.0), with all-MiniLM-L6-v2 embeddings of every turn and question, as shipped in `shared/eval/`. \
+             Each conversation is one user; every turn is an episodic memory dated at its session's time, shifted so \
+             that \"now\" is one day after the last turn; questions are asked with `touch => false`. Nine questions have \
+             malformed evidence ids and count as misses for every ranking.\n\n\
+             **The baseline** is exact cosine similarity computed by the client: what a bare pgvector table returns.\n\n\
+             **Reproduce:** `bench/run.sh quality` (it starts its own server; `AGENT_MEMORY_EVAL` may name another folder \
+             of conversations in the same format).\n\n{report}",
+            questions.len(),
+            convs.len(),
+            started.elapsed().as_secs_f64()
+        );
+        std::fs::write(path, doc).unwrap();
+    }
+}
