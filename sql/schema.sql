@@ -161,7 +161,7 @@ BEGIN
 
     IF TG_OP = 'INSERT' THEN
         IF NEW.importance IS NULL THEN
-            NEW.importance := agent_memory.memory_importance(NEW.content);
+            NEW.importance := agent_memory.memory_importance(NEW.content, NEW.kind);
         END IF;
         IF NEW.protected THEN
             NEW.expires_at := NULL;

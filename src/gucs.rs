@@ -72,6 +72,36 @@ static RETENTION_SEMANTIC: GucSetting<i32> = GucSetting::<i32>::new(90 * 24 * 60
 /// `agent_memory.retention_important_above`: importance above which a memory counts as important (default 0.7).
 static RETENTION_IMPORTANT_ABOVE: GucSetting<f64> = GucSetting::<f64>::new(0.7);
 
+/// Which memories recall's decay applies to (`agent_memory.decay_scope`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PostgresGucEnum)]
+pub enum DecayScopeSetting {
+    /// Only memories that have a newer, similar memory (versions of one fact).
+    #[name = c"competing"]
+    Competing,
+    /// Every memory, by its age.
+    #[name = c"all"]
+    All,
+}
+
+/// `agent_memory.decay_scope`: `competing` (default) decays only memories with a newer memory at least `compete_similarity` alike; `all` decays every memory.
+static DECAY_SCOPE: GucSetting<DecayScopeSetting> = GucSetting::<DecayScopeSetting>::new(DecayScopeSetting::Competing);
+/// `agent_memory.compete_similarity`: cosine at which two memories compete, so the older one decays (default 0.9).
+static COMPETE_SIMILARITY: GucSetting<f64> = GucSetting::<f64>::new(0.9);
+/// `agent_memory.hybrid_candidates`: candidates per channel fused by hybrid recall (default 20).
+static HYBRID_CANDIDATES: GucSetting<i32> = GucSetting::<i32>::new(20);
+/// `agent_memory.rrf_k`: the constant of reciprocal rank fusion, 1 / (rrf_k + rank) (default 60).
+static RRF_K: GucSetting<f64> = GucSetting::<f64>::new(60.0);
+/// `agent_memory.bm25_k1`: BM25's term-frequency saturation (default 1.2).
+static BM25_K1: GucSetting<f64> = GucSetting::<f64>::new(1.2);
+/// `agent_memory.bm25_b`: BM25's length normalisation (default 0.5: memories are short).
+static BM25_B: GucSetting<f64> = GucSetting::<f64>::new(0.5);
+/// `agent_memory.keyword_stop_words`: whether the keyword channel skips English stop words (default on).
+static KEYWORD_STOP_WORDS: GucSetting<bool> = GucSetting::<bool>::new(true);
+/// `agent_memory.keyword_stemming`: whether the keyword channel folds English endings (default on).
+static KEYWORD_STEMMING: GucSetting<bool> = GucSetting::<bool>::new(true);
+/// `agent_memory.recency_channel`: whether hybrid recall fuses a third, recency ranking (default off).
+static RECENCY_CHANNEL: GucSetting<bool> = GucSetting::<bool>::new(false);
+
 /// `agent_memory.exact_limit`: above this many candidates, recall uses the model's HNSW index (default 20,000).
 static EXACT_LIMIT: GucSetting<i32> = GucSetting::<i32>::new(20_000);
 /// `agent_memory.approximate_candidates`: candidates the approximate path fetches by similarity (default 2,000).
@@ -311,8 +341,123 @@ pub fn init() {
         GucContext::Userset,
         GucFlags::default(),
     );
+    define_ranking_settings();
     define_worker_settings();
     reserve_prefix();
+}
+
+fn define_ranking_settings() {
+    GucRegistry::define_enum_guc(
+        c"agent_memory.decay_scope",
+        c"Which memories recall's time decay applies to.",
+        c"competing: only a memory that has a newer memory at least compete_similarity alike (versions of one fact); all: every memory, by its age.",
+        &DECAY_SCOPE,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_float_guc(
+        c"agent_memory.compete_similarity",
+        c"Cosine similarity at which two memories compete, so that the older one decays.",
+        c"Recall looks for competitors among the 4 × k (at least 40) best candidates before decay.",
+        &COMPETE_SIMILARITY,
+        -1.0,
+        1.0,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"agent_memory.hybrid_candidates",
+        c"How many candidates of each channel hybrid recall fuses.",
+        c"",
+        &HYBRID_CANDIDATES,
+        1,
+        10_000,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_float_guc(
+        c"agent_memory.rrf_k",
+        c"The constant of reciprocal rank fusion: a result scores 1 / (rrf_k + rank) per channel.",
+        c"",
+        &RRF_K,
+        0.0,
+        10_000.0,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_float_guc(
+        c"agent_memory.bm25_k1",
+        c"BM25 of the keyword channel: term-frequency saturation.",
+        c"",
+        &BM25_K1,
+        0.0,
+        100.0,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_float_guc(
+        c"agent_memory.bm25_b",
+        c"BM25 of the keyword channel: length normalisation, from 0 (none) to 1 (full).",
+        c"",
+        &BM25_B,
+        0.0,
+        1.0,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_bool_guc(
+        c"agent_memory.keyword_stop_words",
+        c"Whether the keyword channel skips English stop words (the, a, is, ...).",
+        c"",
+        &KEYWORD_STOP_WORDS,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_bool_guc(
+        c"agent_memory.keyword_stemming",
+        c"Whether the keyword channel folds English endings (plays, played, playing: play).",
+        c"",
+        &KEYWORD_STEMMING,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_bool_guc(
+        c"agent_memory.recency_channel",
+        c"Whether hybrid recall fuses a third ranking, by the time of the last recall.",
+        c"",
+        &RECENCY_CHANNEL,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+}
+
+/// Whether decay applies only to memories that compete (the default) or to all.
+pub fn decay_competing_only() -> bool {
+    DECAY_SCOPE.get() == DecayScopeSetting::Competing
+}
+
+pub fn compete_similarity() -> f64 {
+    COMPETE_SIMILARITY.get()
+}
+
+pub fn hybrid_candidates() -> usize {
+    HYBRID_CANDIDATES.get().max(1) as usize
+}
+
+pub fn rrf_k() -> f64 {
+    RRF_K.get()
+}
+
+pub fn bm25() -> agent_memory_core::keyword::Bm25Params {
+    agent_memory_core::keyword::Bm25Params { k1: BM25_K1.get(), b: BM25_B.get() }
+}
+
+pub fn tokenizer() -> agent_memory_core::text::TokenizerOptions {
+    agent_memory_core::text::TokenizerOptions { stop_words: KEYWORD_STOP_WORDS.get(), stem: KEYWORD_STEMMING.get() }
+}
+
+pub fn recency_channel() -> bool {
+    RECENCY_CHANNEL.get()
 }
 
 /// Warns about (and from PostgreSQL 15 on, refuses) unknown `agent_memory.*` settings.

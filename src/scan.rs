@@ -36,11 +36,14 @@ pub struct Candidate {
     pub tid: pg_sys::ItemPointerData,
     /// The `emb` datum, pointing into the pinned buffer (or a toast pointer).
     pub emb: pg_sys::Datum,
+    /// The `content` datum (a `text`), in the buffer or a toast pointer.
+    pub content: pg_sys::Datum,
 }
 
 /// The attributes the scan reads, by number.
 struct Columns {
     id: usize,
+    content: usize,
     kind: usize,
     emb: usize,
     importance: usize,
@@ -59,6 +62,7 @@ impl Columns {
     fn max(&self) -> i32 {
         [
             self.id,
+            self.content,
             self.kind,
             self.emb,
             self.importance,
@@ -225,6 +229,7 @@ fn scan_active(
     let (rel_oid, index_oid) = relations()?;
     let cols = Columns {
         id: attnum(rel_oid, c"id")?,
+        content: attnum(rel_oid, c"content")?,
         kind: attnum(rel_oid, c"kind")?,
         emb: attnum(rel_oid, c"emb")?,
         importance: attnum(rel_oid, c"importance")?,
@@ -270,7 +275,9 @@ fn scan_active(
             if expired && live_only {
                 continue;
             }
-            let (Some(id), Some(emb), Some(kind)) = (get(cols.id), get(cols.emb), get(cols.kind)) else { continue };
+            let (Some(id), Some(emb), Some(kind), Some(content)) = (get(cols.id), get(cols.emb), get(cols.kind), get(cols.content)) else {
+                continue;
+            };
             let kind: &str = <&str as pgrx::FromDatum>::from_datum(kind, false).unwrap_or("");
             if let Some(ks) = kinds {
                 if !ks.iter().any(|k| k == kind) {
@@ -289,6 +296,7 @@ fn scan_active(
                 expired,
                 tid: (*s.slot).tts_tid,
                 emb,
+                content,
             };
             if !f(&c)? {
                 drop(s);

@@ -346,3 +346,27 @@ pub fn new_vector_array(rows: &[Vec<f32>]) -> crate::error::Result<pgrx::datum::
     // SAFETY: `array` is a valid array of `array_type`.
     Ok(unsafe { pgrx::datum::DatumWithOid::new(pg_sys::Datum::from(array), array_type) })
 }
+
+/// The start time of the current transaction (what `now()` returns), in PostgreSQL's
+/// microseconds since 2000-01-01.
+pub fn transaction_start() -> i64 {
+    // SAFETY: reads a timestamp PostgreSQL keeps for the current transaction.
+    unsafe { pg_sys::GetCurrentTransactionStartTimestamp() }
+}
+
+/// The text of a `text` datum (detoasted if needed; a copy only when it was toasted or is not
+/// valid UTF-8).
+///
+/// # Safety
+/// `datum` must be a non-null datum of type `text`, valid for the current memory context.
+pub unsafe fn text_of<'a>(datum: pg_sys::Datum) -> std::borrow::Cow<'a, str> {
+    // SAFETY: the caller's promise; `pg_detoast_datum_packed` returns the datum itself when it is
+    // in line and uncompressed, else a palloc'd copy in the current memory context (which lives
+    // until the end of the call).
+    unsafe {
+        let v = pg_sys::pg_detoast_datum_packed(datum.cast_mut_ptr());
+        let len = pgrx::varsize_any_exhdr(v);
+        let data = pgrx::vardata_any(v) as *const u8;
+        String::from_utf8_lossy(std::slice::from_raw_parts(data, len))
+    }
+}

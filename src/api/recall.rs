@@ -25,6 +25,8 @@ pub struct RecallOptions<'a> {
     pub decay: Option<&'a str>,
     pub touch: Option<bool>,
     pub archived: Option<bool>,
+    /// The question's words: with `query`, hybrid recall; without, keyword recall.
+    pub query_text: Option<&'a str>,
 }
 
 /// One returned memory.
@@ -32,7 +34,8 @@ pub struct Recalled {
     pub id: i64,
     pub content: String,
     pub score: f64,
-    pub similarity: f64,
+    /// Cosine similarity to the query vector; NULL for keyword-only recall.
+    pub similarity: Option<f64>,
     pub kind: String,
     pub subject: Option<String>,
     pub predicate: Option<String>,
@@ -42,6 +45,8 @@ pub struct Recalled {
     /// How the candidates were found: `exact` (every memory scored) or `approximate` (the model's
     /// HNSW index, for users above `agent_memory.exact_limit`).
     pub path: &'static str,
+    /// Rank (from 1) in the vector, keyword and recency channels; NULL when not ranked there.
+    pub ranks: [Option<i32>; 3],
 }
 
 const DETAILS: &str = "\
@@ -111,10 +116,105 @@ pub fn resolve_model(model: Option<&str>) -> Result<String> {
     }
 }
 
-/// The whole recall: candidates, scores, top k, details, and the touch.
+/// Which channels a call ranks with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Channels {
+    /// `query` only: the vector ranking.
+    Vector,
+    /// `query` and `query_text`: vector and keyword rankings fused (and recency, when enabled).
+    Hybrid,
+    /// `query_text` only (`query` NULL): the keyword ranking.
+    Keyword,
+}
+
+/// The vector ranking of one call: either every candidate scored with decay by age (scope
+/// `all`, or no decay), or a pool in which decay applies only to memories that compete
+/// (`agent_memory_core::rank`).
+struct VectorRanker {
+    scorer: agent_memory_core::decay::Scorer,
+    floors: (f64, f64),
+    competing: Option<(agent_memory_core::rank::Pool, f64)>,
+    top: TopK,
+}
+
+impl VectorRanker {
+    fn new(scorer: agent_memory_core::decay::Scorer, wanted: usize) -> Self {
+        let competing = (gucs::decay_competing_only() && scorer.mode != agent_memory_core::decay::DecayMode::None)
+            .then(|| (agent_memory_core::rank::Pool::new(agent_memory_core::rank::pool_size(wanted)), gucs::compete_similarity()));
+        VectorRanker { scorer, floors: (gucs::decay_floor(false), gucs::decay_floor(true)), competing, top: TopK::new(wanted) }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn offer(&mut self, id: i64, similarity: f64, age_hours: f64, importance: f64, episodic: bool, created: i64, unit: &[f32]) {
+        let floor = if episodic { self.floors.1 } else { self.floors.0 };
+        match &mut self.competing {
+            None => {
+                self.top.push(Ranked { id, score: self.scorer.score(similarity, age_hours, importance, floor), similarity });
+            }
+            Some((pool, _)) => {
+                let base = similarity * self.scorer.importance.factor(importance);
+                if pool.admits(id, base, similarity) {
+                    pool.push(agent_memory_core::rank::PoolEntry {
+                        id,
+                        similarity,
+                        base,
+                        created,
+                        age_hours,
+                        episodic,
+                        unit: unit.to_vec(),
+                    });
+                }
+            }
+        }
+    }
+
+    /// The ranking, best first, at most `wanted` long.
+    fn finish(self, wanted: usize) -> Vec<Ranked> {
+        match self.competing {
+            None => self.top.into_sorted(),
+            Some((pool, compete)) => {
+                let entries = pool.into_entries();
+                let (scorer, floors) = (self.scorer, self.floors);
+                let mut ranked = agent_memory_core::rank::rank_pool(&entries, compete, |age, episodic| {
+                    scorer.params.multiplier(scorer.mode, age, if episodic { floors.1 } else { floors.0 })
+                });
+                ranked.truncate(wanted);
+                ranked
+            }
+        }
+    }
+}
+
+/// A ranked result on its way out: its score and similarity, and its rank in each channel.
+struct Scored {
+    id: i64,
+    score: f64,
+    similarity: Option<f64>,
+    ranks: [Option<i32>; 3],
+}
+
+/// Recalls the `k` best memories of a user: by the query vector, by the query's words, or both
+/// fused (see the module's documentation).
 pub fn recall(user_id: Option<&str>, query: Option<&VectorDatum>, opts: RecallOptions<'_>) -> Result<Vec<Recalled>> {
     let user = check_user(user_id)?;
-    let q = unit_query(query)?;
+    let text = opts.query_text.map(str::trim).filter(|t| !t.is_empty());
+    let channels = match (query.is_some(), text.is_some()) {
+        (true, false) => Channels::Vector,
+        (true, true) => Channels::Hybrid,
+        (false, true) => Channels::Keyword,
+        (false, false) => {
+            if opts.query_text.is_some() {
+                return Err(MemoryError::invalid_parameter("query_text has no words and query is NULL")
+                    .hint("Pass the question's embedding as query, or its words as query_text."));
+            }
+            return Err(MemoryError::null_value("query must not be NULL")
+                .hint("Pass the embedding of the question as a vector, a halfvec, or text like '[0.1, 0.2]'; or pass query_text => the question to rank by words alone."));
+        }
+    };
+    let q = match query {
+        Some(_) => unit_query(query)?,
+        None => Vec::new(),
+    };
     let k = check_k(opts.k)?;
     let model = resolve_model(opts.model)?;
     let scorer = scorer(opts.decay)?;
@@ -138,24 +238,28 @@ pub fn recall(user_id: Option<&str>, query: Option<&VectorDatum>, opts: RecallOp
     };
     let touch = opts.touch.unwrap_or(true);
     let include_archived = opts.archived.unwrap_or(false);
-    let (floor_semantic, floor_episodic) = (gucs::decay_floor(false), gucs::decay_floor(true));
+    // How many results each channel ranks: k alone, or the fused channels' candidates.
+    let per_channel = if channels == Channels::Hybrid { gucs::hybrid_candidates().max(k) } else { k };
 
     Spi::connect_mut(|client| {
-        let mut top = TopK::new(k);
+        let mut vector = VectorRanker::new(scorer, per_channel);
+        let mut keyword = text.map(|t| agent_memory_core::keyword::KeywordScan::new(t, gucs::tokenizer()));
+        let mut recency = (channels == Channels::Hybrid && gucs::recency_channel()).then(|| TopK::new(per_channel));
+        // Hybrid results need the similarity of memories that only the keyword channel ranks.
+        let mut similarities: Vec<(i64, f32)> = Vec::new();
         let mut seen = 0usize;
-        let exact_limit = gucs::exact_limit();
+        // Only a vector-only call of a large user may take the approximate path; the keyword
+        // channel scores every candidate.
+        let exact_limit = if channels == Channels::Vector { gucs::exact_limit() } else { usize::MAX };
         let mut index = None;
         let mut scratch = Vec::new();
-        // SAFETY: reads the start time of the transaction, which is what now() returns.
-        let now = unsafe { pgrx::pg_sys::GetCurrentTransactionStartTimestamp() };
+        let now = crate::vector::transaction_start();
         let complete = crate::scan::for_each_candidate(user, &model, kinds.as_deref(), now, |c| {
             if c.archived && !include_archived {
                 return Ok(true);
             }
             seen += 1;
-            if seen == CHECK_SIZE_AT.min(exact_limit) + 1 {
-                // Possibly a large user: if the model has an HNSW index and the user has more
-                // than agent_memory.exact_limit candidates, rank the index's candidates instead.
+            if exact_limit != usize::MAX && seen == CHECK_SIZE_AT.min(exact_limit) + 1 {
                 index = crate::api::index::model_index(client, &model)?;
                 if index.is_some() {
                     if crate::scan::count_entries(user, &model, exact_limit + 1)? > exact_limit {
@@ -164,47 +268,101 @@ pub fn recall(user_id: Option<&str>, query: Option<&VectorDatum>, opts: RecallOp
                     index = None;
                 }
             }
-            // SAFETY: the datum is `memories.emb`, of type `vector`, valid during the callback.
-            let emb = unsafe { VectorDatum::from_datum(c.emb, Element::F32) }?;
-            if emb.dims() != q.len() {
-                return Err(dimension_mismatch(q.len(), &model, emb.dims()));
+            let age_hours = agent_memory_core::decay::age_hours(now, c.last_hit);
+            if channels != Channels::Keyword {
+                // SAFETY: `emb` is the candidate's `memories.emb` datum, of type `vector`.
+                let emb = unsafe { VectorDatum::from_datum(c.emb, Element::F32) }?;
+                if emb.dims() != q.len() {
+                    return Err(dimension_mismatch(q.len(), &model, emb.dims()));
+                }
+                emb.with_f32(&mut scratch, |x| -> Result<()> {
+                    let similarity = vecmath::cosine_with_unit(&q, x);
+                    if channels == Channels::Hybrid {
+                        similarities.push((c.id, similarity as f32));
+                    }
+                    if similarity >= min_similarity {
+                        vector.offer(c.id, similarity, age_hours, c.importance as f64, c.episodic, c.created, x);
+                    }
+                    Ok(())
+                })?;
             }
-            let similarity = emb.with_f32(&mut scratch, |x| vecmath::cosine_with_unit(&q, x));
-            if similarity >= min_similarity {
-                let age_hours = agent_memory_core::decay::age_hours(now, c.last_hit);
-                let floor = if c.episodic { floor_episodic } else { floor_semantic };
-                let score = scorer.score(similarity, age_hours, c.importance as f64, floor);
-                top.push(Ranked { id: c.id, score, similarity });
+            if let Some(kw) = keyword.as_mut() {
+                // SAFETY: `content` is the candidate's `memories.content` datum, of type `text`.
+                let content = unsafe { crate::vector::text_of(c.content) };
+                kw.add(c.id, &content);
+            }
+            if let Some(r) = recency.as_mut() {
+                r.push(Ranked { id: c.id, score: c.last_hit as f64, similarity: 0.0 });
             }
             Ok(true)
         })?;
         let mut path = "exact";
-        if !complete {
-            if let Some((dims, schema)) = &index {
-                top = approximate(client, user, &model, &kinds, include_archived, &q, *dims, schema, k, |similarity, age_hours, importance, episodic| {
-                    let floor = if episodic { floor_episodic } else { floor_semantic };
-                    scorer.score(similarity, age_hours, importance, floor)
-                }, min_similarity, now)?;
-                path = "approximate";
-            }
-        }
-        if seen == 0 {
-            // No candidate checked the query's dimension: the model's registered one does.
-            if let Some(d) = crate::catalog::model_dims(client, &model)? {
-                if d != q.len() {
-                    return Err(dimension_mismatch(q.len(), &model, d));
+        let mut vector_ranked = Vec::new();
+        if channels != Channels::Keyword {
+            if !complete {
+                if let Some((dims, schema)) = &index {
+                    vector = VectorRanker::new(scorer, per_channel);
+                    approximate(client, user, &model, &kinds, include_archived, &q, *dims, schema, &mut vector, min_similarity, now)?;
+                    path = "approximate";
                 }
             }
+            if seen == 0 {
+                if let Some(d) = crate::catalog::model_dims(client, &model)? {
+                    if d != q.len() {
+                        return Err(dimension_mismatch(q.len(), &model, d));
+                    }
+                }
+            }
+            vector_ranked = vector.finish(per_channel);
         }
-        let ranked = top.into_sorted();
-        if ranked.is_empty() {
+        let keyword_ranked = keyword.as_ref().map(|kw| kw.top(per_channel, gucs::bm25())).unwrap_or_default();
+        let scored: Vec<Scored> = match channels {
+            Channels::Vector => vector_ranked
+                .iter()
+                .take(k)
+                .enumerate()
+                .map(|(i, r)| Scored { id: r.id, score: r.score, similarity: Some(r.similarity), ranks: [Some(i as i32 + 1), None, None] })
+                .collect(),
+            Channels::Keyword => keyword_ranked
+                .iter()
+                .take(k)
+                .enumerate()
+                .map(|(i, (id, s))| Scored { id: *id, score: *s, similarity: None, ranks: [None, Some(i as i32 + 1), None] })
+                .collect(),
+            Channels::Hybrid => {
+                let v: Vec<i64> = vector_ranked.iter().map(|r| r.id).collect();
+                let w: Vec<i64> = keyword_ranked.iter().map(|r| r.0).collect();
+                let t: Vec<i64> = recency.map(|r| r.into_sorted().iter().map(|r| r.id).collect()).unwrap_or_default();
+                let lists: Vec<&[i64]> = if t.is_empty() { vec![&v, &w] } else { vec![&v, &w, &t] };
+                similarities.sort_unstable_by_key(|p| p.0);
+                let sim_of = |id: i64| similarities.binary_search_by_key(&id, |p| p.0).ok().map(|i| similarities[i].1 as f64);
+                agent_memory_core::keyword::rrf(&lists, gucs::rrf_k())
+                    .into_iter()
+                    .take(k)
+                    .map(|f| Scored {
+                        id: f.id,
+                        score: f.score,
+                        similarity: sim_of(f.id),
+                        ranks: [
+                            f.ranks.first().copied().flatten().map(|r| r as i32),
+                            f.ranks.get(1).copied().flatten().map(|r| r as i32),
+                            f.ranks.get(2).copied().flatten().map(|r| r as i32),
+                        ],
+                    })
+                    .collect()
+            }
+        };
+        if scored.is_empty() {
             return Ok(Vec::new());
         }
-        let ids: Vec<i64> = ranked.iter().map(|r| r.id).collect();
+        let ids: Vec<i64> = scored.iter().map(|r| r.id).collect();
         let mut details = std::collections::HashMap::with_capacity(ids.len());
         {
-            let sql = if touch && !read_only() { TOUCH_RETURNING } else { DETAILS };
-            let table = if sql == TOUCH_RETURNING { crate::plans::write(client, sql, &[ids.clone().into()]) } else { crate::plans::read(client, sql, &[ids.clone().into()]) };
+            let table = if touch && !read_only() {
+                crate::plans::write(client, TOUCH_RETURNING, &[ids.clone().into()])
+            } else {
+                crate::plans::read(client, DETAILS, &[ids.clone().into()])
+            };
             let table = table.map_err(spi("reading the recalled memories"))?;
             for row in table {
                 let id: i64 = row.get(1).map_err(spi("reading id"))?.unwrap_or_default();
@@ -222,7 +380,7 @@ pub fn recall(user_id: Option<&str>, query: Option<&VectorDatum>, opts: RecallOp
                 );
             }
         }
-        Ok(ranked
+        Ok(scored
             .into_iter()
             .filter_map(|r| {
                 let (content, kind, subject, predicate, object, importance, created_at) = details.remove(&r.id)?;
@@ -238,15 +396,16 @@ pub fn recall(user_id: Option<&str>, query: Option<&VectorDatum>, opts: RecallOp
                     importance,
                     created_at,
                     path,
+                    ranks: r.ranks,
                 })
             })
             .collect())
     })
 }
 
-/// The approximate path for a large user: the `agent_memory.approximate_candidates` most similar
-/// memories by the model's HNSW index (pgvector's iterative scan keeps the user filter from
-/// emptying the result), each ranked exactly with decay and importance.
+/// The approximate path of a large user: the model's HNSW index gives the
+/// `agent_memory.approximate_candidates` most similar memories (iterative scan, so the user
+/// filter is applied while the index is walked), which are then ranked like the exact path's.
 #[allow(clippy::too_many_arguments)]
 fn approximate(
     client: &mut pgrx::spi::SpiClient<'_>,
@@ -257,14 +416,12 @@ fn approximate(
     q: &[f32],
     dims: usize,
     vector_schema: &str,
-    k: usize,
-    score: impl Fn(f64, f64, f64, bool) -> f64,
+    ranker: &mut VectorRanker,
     min_similarity: f64,
     now: i64,
-) -> Result<TopK> {
+) -> Result<()> {
     let n = gucs::approximate_candidates();
     let vs = pgrx::spi::quote_identifier(vector_schema);
-    // pgvector's search settings for this statement only; the previous values come back after.
     let saved = client
         .select(
             "SELECT pg_catalog.current_setting('hnsw.iterative_scan', true), pg_catalog.current_setting('hnsw.ef_search', true)",
@@ -279,9 +436,8 @@ fn approximate(
     client
         .select(set, None, &["relaxed_order".into(), n.clamp(40, 1000).to_string().into()])
         .map_err(spi("setting pgvector's search"))?;
-    // The dimension and schema come from the catalog and are quoted; the values are parameters.
     let sql = format!(
-        "SELECT m.id, m.importance, m.last_hit_at, m.kind = 'episodic', m.emb FROM agent_memory.memories m \
+        "SELECT m.id, m.importance, m.last_hit_at, m.kind = 'episodic', m.emb, m.created_at FROM agent_memory.memories m \
           WHERE m.user_id = $1 AND m.embedding_model = $2 AND m.active \
             AND (m.expires_at IS NULL OR m.expires_at > now()) AND (m.valid_until IS NULL OR m.valid_until > now()) \
             AND ($3::text[] IS NULL OR m.kind = ANY ($3::text[])) AND ($6 OR m.archived_at IS NULL) \
@@ -290,39 +446,40 @@ fn approximate(
     let oid = crate::vector::vector_type_oid()?;
     // SAFETY: a fresh `vector` datum, passed with pgvector's type OID.
     let qd = unsafe { pgrx::datum::DatumWithOid::new(crate::vector::new_vector_datum(q)?, oid) };
-    let mut top = TopK::new(k);
     let mut scratch = Vec::new();
     {
         let mut table = client
             .select(sql.as_str(), None, &[user.into(), model.into(), kinds.clone().into(), qd, n.into(), include_archived.into()])
             .map_err(spi("reading the index's candidates"))?;
         while table.next().is_some() {
-            let raw = |i: usize| table.get_datum_by_ordinal(i).map_err(spi("reading a candidate"));
-            let (Some(id), Some(importance), Some(last_hit), Some(episodic), Some(emb)) = (raw(1)?, raw(2)?, raw(3)?, raw(4)?, raw(5)?) else {
-                continue;
-            };
-            // SAFETY: the columns are bigint, real, timestamptz, boolean and vector, in that order.
-            let (id, importance, last_hit, episodic, emb) = unsafe {
-                (
-                    <i64 as pgrx::FromDatum>::from_datum(id, false).unwrap_or_default(),
-                    <f32 as pgrx::FromDatum>::from_datum(importance, false).unwrap_or_default(),
-                    <i64 as pgrx::FromDatum>::from_datum(last_hit, false).unwrap_or(now),
-                    <bool as pgrx::FromDatum>::from_datum(episodic, false).unwrap_or(false),
-                    VectorDatum::from_datum(emb, Element::F32)?,
-                )
-            };
-            let similarity = emb.with_f32(&mut scratch, |x| vecmath::cosine_with_unit(q, x));
-            if similarity >= min_similarity {
-                let s = score(similarity, agent_memory_core::decay::age_hours(now, last_hit), importance as f64, episodic);
-                top.push(Ranked { id, score: s, similarity });
-            }
+            let id: i64 = table.get(1).map_err(spi("reading id"))?.ok_or_else(|| not_null("id"))?;
+            let importance: f32 = table.get(2).map_err(spi("reading importance"))?.ok_or_else(|| not_null("importance"))?;
+            let last_hit: TimestampWithTimeZone = table.get(3).map_err(spi("reading last_hit_at"))?.ok_or_else(|| not_null("last_hit_at"))?;
+            let episodic: bool = table.get(4).map_err(spi("reading kind"))?.ok_or_else(|| not_null("kind"))?;
+            let created: TimestampWithTimeZone = table.get(6).map_err(spi("reading created_at"))?.ok_or_else(|| not_null("created_at"))?;
+            let Some(raw) = table.get_datum_by_ordinal(5).map_err(spi("reading emb"))? else { return Err(not_null("emb")) };
+            // SAFETY: column 5 is `memories.emb`, of type `vector`.
+            let emb = unsafe { VectorDatum::from_datum(raw, Element::F32) }?;
+            emb.with_f32(&mut scratch, |x| {
+                let similarity = vecmath::cosine_with_unit(q, x);
+                if similarity >= min_similarity {
+                    let age = agent_memory_core::decay::age_hours(now, last_hit.into_inner());
+                    ranker.offer(id, similarity, age, importance as f64, episodic, created.into_inner(), x);
+                }
+            });
         }
     }
     let (it, ef) = saved;
     client
         .select(set, None, &[it.unwrap_or_else(|| "off".into()).into(), ef.unwrap_or_else(|| "40".into()).into()])
         .map_err(spi("restoring pgvector's settings"))?;
-    Ok(top)
+    Ok(())
+}
+
+/// A NOT NULL column read as NULL: the schema is not what this library expects.
+fn not_null(column: &str) -> MemoryError {
+    MemoryError::corrupted(format!("memories.{column} is NULL"))
+        .hint("The installed schema does not match the library: run ALTER EXTENSION agent_memory UPDATE.")
 }
 
 /// Whether this transaction cannot write (a standby, or `SET TRANSACTION READ ONLY`): recall
@@ -349,13 +506,14 @@ macro_rules! memory_recall_for {
             decay: default!(Option<&str>, "NULL"),
             touch: default!(Option<bool>, true),
             archived: default!(Option<bool>, false),
+            query_text: default!(Option<&str>, "NULL"),
         ) -> TableIterator<
             'static,
             (
                 name!(id, i64),
                 name!(content, String),
                 name!(score, f64),
-                name!(similarity, f64),
+                name!(similarity, Option<f64>),
                 name!(kind, String),
                 name!(subject, Option<String>),
                 name!(predicate, Option<String>),
@@ -363,13 +521,17 @@ macro_rules! memory_recall_for {
                 name!(importance, f32),
                 name!(created_at, Option<TimestampWithTimeZone>),
                 name!(path, String),
+                name!(vector_rank, Option<i32>),
+                name!(keyword_rank, Option<i32>),
+                name!(recency_rank, Option<i32>),
             ),
         > {
-            let opts = RecallOptions { k, model, kinds, min_similarity, decay, touch, archived };
+            let opts = RecallOptions { k, model, kinds, min_similarity, decay, touch, archived, query_text };
             let query = query.map(|q| q.into_vector_datum().or_raise());
             let rows = recall(user_id, query.as_ref(), opts).or_raise();
             TableIterator::new(rows.into_iter().map(|r| {
-                (r.id, r.content, r.score, r.similarity, r.kind, r.subject, r.predicate, r.object, r.importance, r.created_at, r.path.to_string())
+                let [v, w, t] = r.ranks;
+                (r.id, r.content, r.score, r.similarity, r.kind, r.subject, r.predicate, r.object, r.importance, r.created_at, r.path.to_string(), v, w, t)
             }))
         }
     };

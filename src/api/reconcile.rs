@@ -463,7 +463,7 @@ impl<'a, 'c> Reconciler<'a, 'c> {
             importance: fact.importance,
             base_importance: fact
                 .importance
-                .unwrap_or_else(|| gucs::importance_rule().importance(fact.content.as_deref().unwrap_or_default()) as f32),
+                .unwrap_or_else(|| gucs::importance_rule().importance_of(episodic, fact.content.as_deref().unwrap_or_default()) as f32),
             version,
             active: true,
             retired_reason: None,

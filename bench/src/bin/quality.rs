@@ -126,7 +126,7 @@ const MODES: &[Mode] = &[
     Mode { name: "`memory_recall` defaults (vector only)", sql: Some("SELECT id FROM agent_memory.memory_recall($1, $2::vector, 10, model => $4, touch => false)") },
     Mode { name: "`memory_recall(..., decay => 'none')`", sql: Some("SELECT id FROM agent_memory.memory_recall($1, $2::vector, 10, model => $4, touch => false, decay => 'none')") },
     Mode { name: "`memory_recall(..., query_text => q)` hybrid defaults", sql: Some("SELECT id FROM agent_memory.memory_recall($1, $2::vector, 10, model => $4, touch => false, query_text => $3)") },
-    Mode { name: "`memory_recall(NULL query, query_text => q)` keyword only", sql: Some("SELECT id FROM agent_memory.memory_recall($1, NULL::vector, 10, model => $4, touch => false, query_text => $3)") },
+    Mode { name: "`memory_recall(NULL query, query_text => q)` keyword only", sql: Some("SELECT id FROM agent_memory.memory_recall($1, CASE WHEN false THEN $2::vector END, 10, model => $4, touch => false, query_text => $3)") },
 ];
 
 /// Per mode: per category (0 = all) the sums of recall@5 and @10 and the count.
@@ -151,11 +151,18 @@ fn ask(c: &mut Client, convs: &[Conversation], questions: &[Question], ids: &Has
                     sims.sort_by(|a, b| b.0.partial_cmp(&a.0).unwrap().then(a.1.cmp(&b.1)));
                     sims.iter().take(10).map(|(_, i)| convs[conv].turns[*i].0.clone()).collect()
                 }
-                Some(sql) => match c.query(sql, &[&q.user, &Vector::from(q.emb.clone()), &q.text, &MODEL]) {
+                Some(sql) => match {
+                    let v = Vector::from(q.emb.clone());
+                    if sql.contains("$3") {
+                        c.query(sql, &[&q.user, &v, &q.text, &MODEL])
+                    } else {
+                        c.query(&sql.replace("$4", "$3"), &[&q.user, &v, &MODEL])
+                    }
+                } {
                     Ok(rows) => rows.iter().map(|r| by_id.get(&r.get::<_, i64>(0)).cloned().unwrap_or_default()).collect(),
                     Err(e) => {
                         if failed.insert(mi) {
-                            eprintln!("{}: {e}", mode.name);
+                            eprintln!("{}: {}", mode.name, e.as_db_error().map(|d| d.message().to_string()).unwrap_or_else(|| e.to_string()));
                         }
                         continue;
                     }
@@ -244,21 +251,32 @@ fn main() {
         admin.batch_execute(&format!("CREATE DATABASE {DB}")).unwrap();
     }
     let mut c = connect(DB);
+    // QUALITY_SET="agent_memory.a=1;agent_memory.b=2": settings for this run's session (for tuning).
+    for kv in std::env::var("QUALITY_SET").unwrap_or_default().split(';').filter(|s| !s.trim().is_empty()) {
+        let (name, value) = kv.split_once('=').expect("QUALITY_SET: name=value;...");
+        c.execute("SELECT set_config($1, $2, false)", &[&name.trim(), &value.trim()]).unwrap();
+        println!("set {} = {}", name.trim(), value.trim());
+    }
+    let only_before = std::env::var("QUALITY_ONLY_BEFORE").is_ok();
     let mut report = String::new();
     let all: Vec<&Mode> = MODES.iter().collect();
     let started = std::time::Instant::now();
 
     let ids = load(&mut c, &convs, false);
+    // QUALITY_SQL: a statement run after loading (for experiments).
+    if let Ok(sql) = std::env::var("QUALITY_SQL") {
+        c.batch_execute(&sql).unwrap();
+    }
     println!("\n## Before maintenance\n");
     let before = ask(&mut c, &convs, &questions, &ids, &all);
     report += "## Before maintenance\n\n";
     report += &table(HEADER, &score_rows(&all, &before));
 
     let product: Vec<&Mode> = MODES.iter().filter(|m| m.sql.is_some()).collect();
-    for (title, aged) in [
+    for (title, aged) in if only_before { vec![] } else { vec![
         ("After `memory_forget()` and `memory_consolidate()` with default settings", false),
         ("Time as well as size: each turn's `expires_at` from the retention rule at the time it was said, then both passes", true),
-    ] {
+    ] } {
         let ids = if aged { load(&mut c, &convs, true) } else { ids.clone() };
         let what = passes(&mut c);
         let (gone, total) = evidence_gone(&mut c, &questions, &ids);
@@ -273,7 +291,7 @@ fn main() {
             .iter()
             .zip(&after)
             .zip(before.iter().skip(1))
-            .map(|((m, a), b)| format!("{}: {:.1}%", m.name, 100.0 * a[&0].1 / b[&0].1.max(1e-9)))
+            .filter_map(|((m, a), b)| Some(format!("{}: {:.1}%", m.name, 100.0 * a.get(&0)?.1 / b.get(&0)?.1.max(1e-9))))
             .collect();
         println!("recall@10 after / before: {}", ratio.join("; "));
         report += &format!("\nrecall@10 after / before: {}.\n", ratio.join("; "));

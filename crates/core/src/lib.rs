@@ -6,6 +6,8 @@
 //! * [`decay`]: time decay of a memory's score (none, linear, exponential, power law), the
 //!   importance factor and the reference score `similarity × decay × importance factor`;
 //! * [`topk`]: bounded top-k selection with a deterministic order;
+//! * [`rank`]: recall's vector ranking, where time decides only between memories that compete;
+//! * [`text`] and [`keyword`]: tokenising English and Chinese, BM25 and reciprocal rank fusion;
 //! * [`vecmath`]: dot products, norms and validation of embeddings;
 //! * [`policy`]: importance when none is given, and retention;
 //! * [`reconcile`]: the ADD / UPDATE / DELETE / NONE decision for a candidate fact;
@@ -15,7 +17,10 @@
 pub mod consolidate;
 pub mod decay;
 pub mod forget;
+pub mod keyword;
 pub mod policy;
+pub mod rank;
 pub mod reconcile;
+pub mod text;
 pub mod topk;
 pub mod vecmath;

@@ -30,6 +30,18 @@ pub fn has_preference_marker(text: &str) -> bool {
 }
 
 impl ImportanceRule {
+    /// The importance of a memory of a kind: the rule for facts and preferences (semantic); the
+    /// base for an episode (a conversation turn, an event), whose words say nothing of how much
+    /// it matters. Measured on real conversations (`bench/run.sh quality`), the rule's bonuses
+    /// on turns only reorder recall by noise: they cost 0.015 of recall@5.
+    pub fn importance_of(&self, episodic: bool, text: &str) -> f64 {
+        if episodic {
+            self.base.clamp(0.0, 1.0)
+        } else {
+            self.importance(text)
+        }
+    }
+
     pub fn importance(&self, text: &str) -> f64 {
         let mut i = self.base;
         if has_preference_marker(text) {
@@ -90,6 +102,13 @@ impl Retention {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn episodes_start_at_the_base() {
+        let r = ImportanceRule::default();
+        assert_eq!(r.importance_of(true, "From now on, answer with the conclusion first."), 0.5);
+        assert_eq!(r.importance_of(false, "From now on, answer with the conclusion first."), 1.0);
+    }
 
     #[test]
     fn importance_follows_the_rule() {

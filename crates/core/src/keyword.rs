@@ -1,0 +1,224 @@
+//! The keyword channel of recall: Okapi BM25, scored exactly over one user's candidates, with
+//! that user's own statistics (document count, average length, document frequencies), and
+//! reciprocal rank fusion of the channels.
+//!
+//! A scan tokenises each candidate once ([`KeywordScan::add`]); only candidates that contain a
+//! query term are kept, each with its length and its term counts, so memory grows with the
+//! matches, never with the text.
+
+use crate::text::{for_each_token, tokens, TokenizerOptions};
+
+/// BM25's two constants.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Bm25Params {
+    /// Term-frequency saturation (1.2 to 2 is usual).
+    pub k1: f64,
+    /// Length normalisation, 0 (none) to 1 (full).
+    pub b: f64,
+}
+
+impl Default for Bm25Params {
+    fn default() -> Self {
+        Bm25Params { k1: 1.2, b: 0.5 }
+    }
+}
+
+/// A candidate that contains at least one query term.
+#[derive(Clone, Debug)]
+struct Matched {
+    id: i64,
+    len: u32,
+    /// (index of the query term, occurrences)
+    tf: Vec<(u16, u16)>,
+}
+
+/// Accumulates the statistics of one query over a user's candidates.
+#[derive(Clone, Debug)]
+pub struct KeywordScan {
+    opts: TokenizerOptions,
+    /// Distinct query terms, sorted (a binary search per token).
+    terms: Vec<u64>,
+    /// Candidates seen, and their total length in tokens.
+    docs: u64,
+    total_len: u64,
+    df: Vec<u32>,
+    matched: Vec<Matched>,
+    counts: Vec<u16>,
+}
+
+impl KeywordScan {
+    /// A scan for the words of `query`. A query with no words matches nothing.
+    pub fn new(query: &str, opts: TokenizerOptions) -> Self {
+        let mut terms = tokens(query, opts);
+        terms.sort_unstable();
+        terms.dedup();
+        terms.truncate(u16::MAX as usize);
+        let n = terms.len();
+        KeywordScan { opts, terms, docs: 0, total_len: 0, df: vec![0; n], matched: Vec::new(), counts: vec![0; n] }
+    }
+
+    /// Whether the query has any term at all.
+    pub fn has_terms(&self) -> bool {
+        !self.terms.is_empty()
+    }
+
+    /// Counts one candidate.
+    pub fn add(&mut self, id: i64, text: &str) {
+        self.docs += 1;
+        let mut len = 0u32;
+        let (terms, counts) = (&self.terms, &mut self.counts);
+        counts.iter_mut().for_each(|c| *c = 0);
+        let mut any = false;
+        for_each_token(text, self.opts, |t| {
+            len = len.saturating_add(1);
+            if let Ok(i) = terms.binary_search(&t) {
+                counts[i] = counts[i].saturating_add(1);
+                any = true;
+            }
+        });
+        self.total_len += len as u64;
+        if any {
+            let tf: Vec<(u16, u16)> = self.counts.iter().enumerate().filter(|(_, c)| **c > 0).map(|(i, c)| (i as u16, *c)).collect();
+            for (i, _) in &tf {
+                self.df[*i as usize] += 1;
+            }
+            self.matched.push(Matched { id, len, tf });
+        }
+    }
+
+    /// Candidates seen so far.
+    pub fn documents(&self) -> u64 {
+        self.docs
+    }
+
+    /// The `n` best candidates by BM25, best first (ties: the newer id first), with their scores.
+    pub fn top(&self, n: usize, p: Bm25Params) -> Vec<(i64, f64)> {
+        if self.docs == 0 || self.matched.is_empty() || n == 0 {
+            return Vec::new();
+        }
+        let docs = self.docs as f64;
+        let avgdl = (self.total_len as f64 / docs).max(1.0);
+        let idf: Vec<f64> = self.df.iter().map(|&df| (1.0 + (docs - df as f64 + 0.5) / (df as f64 + 0.5)).ln()).collect();
+        let mut scored: Vec<(i64, f64)> = self
+            .matched
+            .iter()
+            .map(|m| {
+                let norm = p.k1 * (1.0 - p.b + p.b * m.len as f64 / avgdl);
+                let s: f64 = m.tf.iter().map(|&(i, tf)| idf[i as usize] * (tf as f64 * (p.k1 + 1.0)) / (tf as f64 + norm)).sum();
+                (m.id, s)
+            })
+            .collect();
+        scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0)));
+        scored.truncate(n);
+        scored
+    }
+}
+
+/// One fused result: its id, fused score, and its rank (1-based) in each channel, if it was in it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Fused {
+    pub id: i64,
+    pub score: f64,
+    pub ranks: Vec<Option<usize>>,
+}
+
+/// Reciprocal rank fusion: each channel is a ranking (best first); a result scores
+/// `Σ 1 / (k + rank)` over the channels it appears in. Best first; ties go to the better best
+/// rank, then to the newer id.
+pub fn rrf(channels: &[&[i64]], k: f64) -> Vec<Fused> {
+    let mut out: Vec<Fused> = Vec::new();
+    let mut at: std::collections::HashMap<i64, usize> = std::collections::HashMap::new();
+    for (c, ranking) in channels.iter().enumerate() {
+        for (r, id) in ranking.iter().enumerate() {
+            let i = *at.entry(*id).or_insert_with(|| {
+                out.push(Fused { id: *id, score: 0.0, ranks: vec![None; channels.len()] });
+                out.len() - 1
+            });
+            if out[i].ranks[c].is_none() {
+                out[i].ranks[c] = Some(r + 1);
+                out[i].score += 1.0 / (k + (r + 1) as f64);
+            }
+        }
+    }
+    let best = |f: &Fused| f.ranks.iter().flatten().min().copied().unwrap_or(usize::MAX);
+    out.sort_by(|a, b| b.score.total_cmp(&a.score).then(best(a).cmp(&best(b))).then(b.id.cmp(&a.id)));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scan(query: &str, docs: &[(i64, &str)]) -> KeywordScan {
+        let mut s = KeywordScan::new(query, TokenizerOptions::default());
+        for (id, t) in docs {
+            s.add(*id, t);
+        }
+        s
+    }
+
+    #[test]
+    fn bm25_prefers_rare_terms_and_shorter_documents() {
+        let docs = [
+            (1, "We talked about the weather and the weather again"),
+            (2, "Caroline went to the LGBTQ support group on Tuesday"),
+            (3, "The support group was about the weather"),
+            (4, "Melanie painted a sunset with her kids"),
+        ];
+        let s = scan("When did Caroline go to the support group?", &docs);
+        let top = s.top(10, Bm25Params::default());
+        assert_eq!(top[0].0, 2, "the only document with the rare term 'caroline' wins: {top:?}");
+        assert_eq!(top.len(), 2, "documents without a query term are not returned");
+        assert!(top[0].1 > top[1].1);
+        assert!(s.top(10, Bm25Params::default()).iter().all(|(id, _)| *id != 4));
+    }
+
+    #[test]
+    fn bm25_matches_against_a_hand_computation() {
+        // N = 2, one term in doc 1 (len 2) only; avgdl = 2; k1 = 1.2, b = 0.75.
+        let s = scan("tea", &[(1, "green tea"), (2, "black coffee")]);
+        let top = s.top(5, Bm25Params::default());
+        let idf = (1.0f64 + (2.0 - 1.0 + 0.5) / (1.0 + 0.5)).ln();
+        let expected = idf * (1.0 * 2.2) / (1.0 + 1.2);
+        assert_eq!(top.len(), 1);
+        assert!((top[0].1 - expected).abs() < 1e-12, "{} vs {expected}", top[0].1);
+    }
+
+    #[test]
+    fn chinese_keywords_match_by_bigrams() {
+        let s = scan("上海", &[(1, "用户住在上海"), (2, "用户住在北京"), (3, "他喜欢喝茶")]);
+        let top = s.top(5, Bm25Params::default());
+        assert_eq!(top.iter().map(|t| t.0).collect::<Vec<_>>(), vec![1]);
+    }
+
+    #[test]
+    fn no_terms_no_matches() {
+        let s = scan("the of and", &[(1, "the cat")]);
+        assert!(!s.has_terms());
+        assert!(s.top(5, Bm25Params::default()).is_empty());
+    }
+
+    #[test]
+    fn rrf_sums_reciprocal_ranks_and_reports_them() {
+        let vector = [10, 20, 30];
+        let keyword = [30, 40];
+        let fused = rrf(&[&vector, &keyword], 60.0);
+        assert_eq!(fused[0].id, 30, "in both channels: {fused:?}");
+        assert!((fused[0].score - (1.0 / 63.0 + 1.0 / 61.0)).abs() < 1e-12);
+        assert_eq!(fused[0].ranks, vec![Some(3), Some(1)]);
+        // 10 and 40 both rank first in one channel... 10 is first in vector (1/61), 40 second in keyword (1/62).
+        assert_eq!(fused[1].id, 10);
+        assert_eq!(fused[2].id, 40);
+        assert_eq!(fused.iter().find(|f| f.id == 20).unwrap().ranks, vec![Some(2), None]);
+        assert_eq!(fused.len(), 4);
+    }
+
+    #[test]
+    fn rrf_ties_go_to_the_better_rank_then_the_newer_id() {
+        let a = [1, 2];
+        let b = [2, 1];
+        let fused = rrf(&[&a, &b], 60.0);
+        assert_eq!(fused[0].score, fused[1].score);
+        assert_eq!(fused[0].id, 2, "equal scores and best ranks: the newer id first");
+    }
+}

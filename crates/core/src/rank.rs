@@ -1,0 +1,213 @@
+//! Recall's vector ranking: time decides between memories that compete, not between unrelated
+//! ones.
+//!
+//! A changed preference must beat its stale version, yet an old event must still be found when
+//! nothing newer answers the question. Decaying every memory by its age serves the first and
+//! buries the second (on real conversations it returned less than plain similarity). So the
+//! ranking works in two steps:
+//!
+//! 1. a **pool**: the `P` candidates with the highest `similarity × importance factor` (kept in a
+//!    bounded heap while the candidates stream past, with their unit embeddings);
+//! 2. within the pool, a memory **competes** with a newer one (written later) whose cosine to it
+//!    is at least `compete`: versions of one preference, a fact said again. Only a memory that
+//!    has a newer competitor is decayed by its age (with its kind's floor); the newest version,
+//!    and every memory nothing newer resembles, keeps its full score.
+//!
+//! The final score is `similarity × importance factor × (decay(age) if it has a newer competitor,
+//! else 1)`, best first, ties to the higher similarity, then the newer id.
+
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
+
+use crate::topk::Ranked;
+use crate::vecmath;
+
+/// A candidate in the pool.
+#[derive(Clone, Debug)]
+pub struct PoolEntry {
+    pub id: i64,
+    pub similarity: f64,
+    /// `similarity × importance factor`: the score before decay, which orders the pool.
+    pub base: f64,
+    /// When it was written (any monotonic unit): "newer" compares these, then ids.
+    pub created: i64,
+    pub age_hours: f64,
+    pub episodic: bool,
+    /// The embedding at unit length.
+    pub unit: Vec<f32>,
+}
+
+impl PoolEntry {
+    fn key(&self) -> Ranked {
+        Ranked { id: self.id, score: self.base, similarity: self.similarity }
+    }
+}
+
+struct Worst(PoolEntry);
+
+impl PartialEq for Worst {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+impl Eq for Worst {}
+impl PartialOrd for Worst {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Worst {
+    fn cmp(&self, other: &Self) -> Ordering {
+        other.0.key().rank_cmp(&self.0.key())
+    }
+}
+
+/// The best `cap` candidates by their score before decay.
+pub struct Pool {
+    cap: usize,
+    heap: BinaryHeap<Worst>,
+}
+
+/// The pool size for `wanted` results: room for the competitors of every result.
+pub fn pool_size(wanted: usize) -> usize {
+    (4 * wanted).max(40)
+}
+
+impl Pool {
+    pub fn new(cap: usize) -> Self {
+        Pool { cap: cap.max(1), heap: BinaryHeap::with_capacity(cap.min(1 << 16) + 1) }
+    }
+
+    /// Whether a candidate with these values would enter the pool (so its embedding need only
+    /// be copied then).
+    pub fn admits(&self, id: i64, base: f64, similarity: f64) -> bool {
+        if self.heap.len() < self.cap {
+            return true;
+        }
+        let worst = &self.heap.peek().expect("a full pool is not empty").0;
+        Ranked { id, score: base, similarity }.rank_cmp(&worst.key()) == Ordering::Greater
+    }
+
+    pub fn push(&mut self, e: PoolEntry) {
+        if !self.admits(e.id, e.base, e.similarity) {
+            return;
+        }
+        self.heap.push(Worst(e));
+        if self.heap.len() > self.cap {
+            self.heap.pop();
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.heap.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.heap.is_empty()
+    }
+
+    /// The entries, in no particular order.
+    pub fn into_entries(self) -> Vec<PoolEntry> {
+        self.heap.into_iter().map(|w| w.0).collect()
+    }
+}
+
+/// Whether entry `i` has a newer entry whose cosine to it is at least `compete`.
+pub fn has_newer_competitor(entries: &[PoolEntry], i: usize, compete: f64) -> bool {
+    let e = &entries[i];
+    entries.iter().any(|o| (o.created, o.id) > (e.created, e.id) && vecmath::dot(&e.unit, &o.unit) >= compete)
+}
+
+/// Ranks the pool: returns every entry with its final score, best first. `multiplier(age_hours,
+/// episodic)` is the decay of a memory that has a newer competitor.
+pub fn rank_pool(entries: &[PoolEntry], compete: f64, multiplier: impl Fn(f64, bool) -> f64) -> Vec<Ranked> {
+    let mut out: Vec<Ranked> = (0..entries.len())
+        .map(|i| {
+            let e = &entries[i];
+            let m = if has_newer_competitor(entries, i, compete) { multiplier(e.age_hours, e.episodic) } else { 1.0 };
+            Ranked { id: e.id, score: e.base * m, similarity: e.similarity }
+        })
+        .collect();
+    out.sort_by(|a, b| b.rank_cmp(a));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::decay::{DecayMode, DecayParams};
+
+    fn unit(v: &[f32]) -> Vec<f32> {
+        vecmath::normalized(v)
+    }
+
+    fn entry(id: i64, emb: &[f32], q: &[f32], days_old: f64, episodic: bool) -> PoolEntry {
+        let u = unit(emb);
+        let s = vecmath::dot(&u, &unit(q));
+        PoolEntry { id, similarity: s, base: s, created: -(days_old * 24.0) as i64, age_hours: days_old * 24.0, episodic, unit: u }
+    }
+
+    fn decay(age: f64, episodic: bool) -> f64 {
+        DecayParams::default().multiplier(DecayMode::Exponential, age, if episodic { 0.4 } else { 0.0 })
+    }
+
+    #[test]
+    fn the_current_preference_beats_its_stale_versions() {
+        // The brief's six editor preferences over 200 days: the oldest is the most similar.
+        let q = [1.0, 0.0, 0.0, 0.0];
+        let prefs: Vec<PoolEntry> = [(1, 0.2, 200.0), (2, 0.3, 160.0), (3, 0.4, 120.0), (4, 0.5, 80.0), (5, 0.6, 40.0), (6, 0.7, 2.0)]
+            .iter()
+            .map(|&(id, y, days)| entry(id, &[1.0, y, 0.0, 0.0], &q, days, false))
+            .collect();
+        let by_similarity = {
+            let mut v = prefs.clone();
+            v.sort_by(|a, b| b.similarity.total_cmp(&a.similarity));
+            v[0].id
+        };
+        assert_eq!(by_similarity, 1, "similarity alone picks the oldest");
+        let ranked = rank_pool(&prefs, 0.9, decay);
+        assert_eq!(ranked[0].id, 6, "the newest version ranks first: {ranked:?}");
+    }
+
+    #[test]
+    fn an_old_episode_nothing_newer_resembles_keeps_its_score() {
+        let q = [1.0, 0.0, 0.0, 0.0];
+        let pool = vec![
+            entry(1, &[0.8, 0.6, 0.0, 0.0], &q, 120.0, true),
+            entry(2, &[0.2, 0.0, 1.0, 0.0], &q, 3.0, true),
+            entry(3, &[0.3, 0.0, 0.0, 1.0], &q, 1.0, true),
+        ];
+        let ranked = rank_pool(&pool, 0.9, decay);
+        assert_eq!(ranked[0].id, 1);
+        assert!((ranked[0].score - pool[0].base).abs() < 1e-12, "not decayed at all");
+    }
+
+    #[test]
+    fn a_newer_competitor_decays_the_old_one_down_to_its_floor() {
+        let q = [1.0, 0.0, 0.0, 0.0];
+        let pool = vec![entry(1, &[1.0, 0.1, 0.0, 0.0], &q, 120.0, true), entry(2, &[1.0, 0.3, 0.0, 0.0], &q, 1.0, true)];
+        let ranked = rank_pool(&pool, 0.9, decay);
+        assert_eq!(ranked[0].id, 2);
+        let old = ranked.iter().find(|r| r.id == 1).unwrap();
+        assert!((old.score - pool[0].base * 0.4).abs() < 1e-3, "an episode keeps its floor: {}", old.score);
+        // Unrelated memories do not compete, whatever their age.
+        assert!(!has_newer_competitor(&pool, 1, 0.9));
+        assert!(has_newer_competitor(&pool, 0, 0.9));
+        assert!(!has_newer_competitor(&pool, 0, 0.9999));
+    }
+
+    #[test]
+    fn the_pool_keeps_the_best_before_decay() {
+        let mut p = Pool::new(2);
+        for (id, s) in [(1, 0.5), (2, 0.9), (3, 0.7), (4, 0.1)] {
+            if p.admits(id, s, s) {
+                p.push(PoolEntry { id, similarity: s, base: s, created: id, age_hours: 0.0, episodic: false, unit: vec![1.0] });
+            }
+        }
+        let mut ids: Vec<i64> = p.into_entries().iter().map(|e| e.id).collect();
+        ids.sort();
+        assert_eq!(ids, vec![2, 3]);
+        assert_eq!(pool_size(5), 40);
+        assert_eq!(pool_size(20), 80);
+    }
+}
