@@ -82,7 +82,7 @@ COMMENT ON COLUMN agent_memory.memories.expires_at IS 'When retention ends; reca
 COMMENT ON COLUMN agent_memory.memories.created_at IS 'When the memory was written.';
 COMMENT ON COLUMN agent_memory.memories.last_hit_at IS 'When recall last returned it (or when written); the age decay counts from.';
 COMMENT ON COLUMN agent_memory.memories.hit_count IS 'How often recall returned it (touch => false does not count); forgetting halves it every agent_memory.hit_halflife, so old popularity fades.';
-COMMENT ON COLUMN agent_memory.memories.archived_at IS 'When consolidation cold-archived the memory (a one-off: never recalled, never rewritten); recall skips it unless archived => true. A rewrite brings it back.';
+COMMENT ON COLUMN agent_memory.memories.archived_at IS 'When the memory moved to the archive: an episode at the end of its retention, over the capacity, or summarised; a one-off fact (never recalled, never rewritten). Archived memories are out of the capacity and still recalled (unless archived => false). A rewrite brings a memory back.';
 COMMENT ON COLUMN agent_memory.memories.metadata IS 'Free-form JSON of the application.';
 
 -- The recall path: one user's active memories of one model, user first. last_hit_at and
@@ -260,7 +260,7 @@ SELECT m.user_id,
        count(*) FILTER (WHERE m.active)                                  AS active,
        count(*) FILTER (WHERE m.active AND m.protected)                  AS protected,
        count(*) FILTER (WHERE m.active AND m.archived_at IS NOT NULL)    AS archived,
-       count(*) FILTER (WHERE NOT m.active AND m.retired_reason = 'summarized') AS evidence,
+       count(*) FILTER (WHERE m.superseded_by IS NOT NULL AND (m.active OR m.retired_reason = 'summarized')) AS evidence,
        count(*) FILTER (WHERE NOT m.active)                              AS retired,
        coalesce((SELECT jsonb_object_agg(r.reason, r.n ORDER BY r.reason)
                    FROM (SELECT coalesce(x.retired_reason, 'unknown') AS reason, count(*) AS n
@@ -293,7 +293,7 @@ SET search_path = pg_catalog
 AS $$
     SELECT m.id, m.kind, m.subject, m.content, m.created_at, m.retired_at
       FROM agent_memory.memories m
-     WHERE m.superseded_by = memory_id AND m.retired_reason = 'summarized'
+     WHERE m.superseded_by = memory_id AND (m.active OR m.retired_reason = 'summarized')
      ORDER BY m.created_at, m.id
 $$;
 COMMENT ON FUNCTION agent_memory.memory_evidence(bigint) IS

@@ -125,6 +125,8 @@ static BATCH_PAUSE: GucSetting<i32> = GucSetting::<i32>::new(0);
 static CAPACITY: GucSetting<i32> = GucSetting::<i32>::new(400);
 /// `agent_memory.regret_window`: how long retired memories stay before the purge deletes them (minutes; default 30 days).
 static REGRET_WINDOW: GucSetting<i32> = GucSetting::<i32>::new(30 * 24 * 60);
+/// `agent_memory.archive_capacity`: most archived memories per user; forgetting retires the least recently recalled above it (default 10,000; 0 = no limit).
+static ARCHIVE_CAPACITY: GucSetting<i32> = GucSetting::<i32>::new(10_000);
 /// `agent_memory.batch_size`: most rows one batch changes (default 5,000).
 static BATCH_SIZE: GucSetting<i32> = GucSetting::<i32>::new(5_000);
 /// `agent_memory.hit_halflife`: hit counts are halved this often (minutes; default 7 days).
@@ -594,9 +596,19 @@ fn define_worker_settings() {
     );
     GucRegistry::define_int_guc(
         c"agent_memory.capacity",
-        c"Most active memories per user: forgetting evicts the lowest retention scores above it.",
-        c"Protected memories count but are never evicted. 0 means no limit.",
+        c"Most live (active, not archived) memories per user: forgetting evicts the lowest retention scores above it.",
+        c"Evicted facts retire; evicted episodes move to the archive. Protected memories count but are never evicted. 0 means no limit.",
         &CAPACITY,
+        0,
+        i32::MAX,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"agent_memory.archive_capacity",
+        c"Most archived memories per user: forgetting retires the least recently recalled above it.",
+        c"0 means no limit.",
+        &ARCHIVE_CAPACITY,
         0,
         i32::MAX,
         GucContext::Userset,
@@ -731,6 +743,14 @@ pub fn batch_pause() -> std::time::Duration {
 /// The per-user capacity; `None` for no limit.
 pub fn capacity() -> Option<i64> {
     match CAPACITY.get() {
+        0 => None,
+        c => Some(c as i64),
+    }
+}
+
+/// The archive's bound per user; `None` for no limit.
+pub fn archive_capacity() -> Option<i64> {
+    match ARCHIVE_CAPACITY.get() {
         0 => None,
         c => Some(c as i64),
     }

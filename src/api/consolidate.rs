@@ -6,14 +6,15 @@
 //!    (reason `merged`);
 //! 2. `merge_similar`: semantic memories of one user whose embeddings have a cosine similarity of
 //!    at least `agent_memory.merge_similarity` merge the same way into the newest;
-//! 3. `summarize`: episodic memories older than `agent_memory.summarize_after`, per user, model
-//!    and subject, become one semantic summary (the summariser of `agent_memory.summarizer`, or
-//!    the built-in extractive one; its embedding is the normalised mean of theirs); the
-//!    originals move to the evidence state (reason `summarized`, pointing to the summary), which
-//!    recall skips and `memory_evidence` lists;
-//! 4. `archive`: one-off memories (never recalled, never rewritten, older than
-//!    `agent_memory.archive_after`) drop to `agent_memory.archive_importance` and leave default
-//!    recall.
+//! 3. `summarize`: live episodic memories older than `agent_memory.summarize_after`, per user,
+//!    model, subject and day, at most 20 at a time, become one semantic summary (the summariser
+//!    of `agent_memory.summarizer`, or the built-in extractive one; its embedding is the
+//!    normalised mean of theirs). The originals are its evidence: they move to the archive,
+//!    pointing to the summary (`memory_evidence` lists them), and recall still finds them, so a
+//!    question about one detail meets the detail;
+//! 4. `archive`: one-off facts (semantic memories never recalled, never rewritten, older than
+//!    `agent_memory.archive_after`) drop to `agent_memory.archive_importance` and move to the
+//!    archive, out of the capacity.
 //!
 //! Nothing is deleted. With `dry_run`, each step counts what it would change.
 
@@ -58,17 +59,18 @@ SELECT (SELECT count(*) FROM r), (SELECT count(*) FROM u)";
 const USERS_AND_MODELS: &str = "\
 SELECT DISTINCT m.user_id, m.embedding_model FROM agent_memory.memories m WHERE m.active ORDER BY 1, 2";
 
-/// Old episodic memories per user, model and subject: ids oldest first.
+/// Old live (not archived) episodic memories per user, model, subject and day (a day stands for
+/// a session): ids oldest first.
 const SUMMARY_GROUPS: &str = "\
 SELECT array_agg(m.id ORDER BY m.created_at, m.id) \
   FROM agent_memory.memories m \
- WHERE m.active AND m.kind = 'episodic' AND m.created_at < now() - make_interval(mins => $1) \
- GROUP BY m.user_id, m.embedding_model, m.subject \
+ WHERE m.active AND m.kind = 'episodic' AND m.archived_at IS NULL AND m.created_at < now() - make_interval(mins => $1) \
+ GROUP BY m.user_id, m.embedding_model, m.subject, date_trunc('day', m.created_at) \
 HAVING count(*) >= $2";
 
 const SUMMARY_SOURCES: &str = "\
 SELECT m.id, m.user_id, m.embedding_model, m.subject, m.content, m.importance, m.emb \
-  FROM agent_memory.memories m WHERE m.id = ANY ($1) AND m.active AND m.kind = 'episodic' \
+  FROM agent_memory.memories m WHERE m.id = ANY ($1) AND m.active AND m.kind = 'episodic' AND m.archived_at IS NULL \
  ORDER BY m.created_at, m.id FOR UPDATE";
 
 const NEXT_IDS: &str = "\
@@ -81,34 +83,37 @@ SELECT x.id, x.user_id, 'semantic', x.subject, x.content, x.emb, x.model, x.impo
   FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5, $6::text[], $7::real[], $8::integer[]) \
        AS x(id, user_id, subject, content, emb, model, importance, n)";
 
-/// The originals become the evidence of their summary.
-const RETIRE_EVIDENCE: &str = "\
+/// The originals become the evidence of their summary: they move to the archive (out of the
+/// capacity, still found by recall) and point to the summary.
+const ARCHIVE_EVIDENCE: &str = "\
 UPDATE agent_memory.memories m \
-   SET active = false, retired_reason = 'summarized', retired_at = now(), superseded_by = x.summary, version = m.version + 1 \
+   SET archived_at = now(), expires_at = NULL, superseded_by = x.summary, version = m.version + 1 \
   FROM unnest($1::bigint[], $2::bigint[]) AS x(id, summary) \
  WHERE m.id = x.id AND m.active";
 
-/// One-off memories: never recalled, never rewritten (version 1), old, not protected.
+/// One-off facts: semantic, never recalled, never rewritten (version 1), old, not protected.
+/// (Episodes reach the archive through forgetting, at the end of their retention.)
 /// Archives the one-off memories among `$1` (still one-off: the conditions are checked again).
 const ARCHIVE_BATCH: &str = "\
 WITH u AS (UPDATE agent_memory.memories m \
               SET archived_at = now(), importance = least(m.importance, $3::real), version = m.version + 1 \
              FROM unnest($1::bigint[]) AS x(id) \
-            WHERE m.id = x.id AND m.active AND NOT m.protected AND m.archived_at IS NULL AND m.hit_count = 0 \
+            WHERE m.id = x.id AND m.active AND m.kind = 'semantic' AND NOT m.protected AND m.archived_at IS NULL AND m.hit_count = 0 \
               AND m.version = 1 AND m.created_at < now() - make_interval(mins => $2) \
            RETURNING 1) \
 SELECT count(*) FROM u";
 const ARCHIVE_CANDIDATES: &str = "\
 SELECT m.id FROM agent_memory.memories m \
- WHERE m.active AND NOT m.protected AND m.archived_at IS NULL AND m.hit_count = 0 AND m.version = 1 \
+ WHERE m.active AND m.kind = 'semantic' AND NOT m.protected AND m.archived_at IS NULL AND m.hit_count = 0 AND m.version = 1 \
    AND m.created_at < now() - make_interval(mins => $1) \
  ORDER BY m.id";
 
 /// Rows a batch of `merge_similar` may read before it writes, so no batch runs long.
 const SIMILAR_SCAN_ROWS: usize = 20_000;
 
-/// Most episodes one summary is made from.
-const MAX_SUMMARY_SOURCES: usize = 1000;
+/// Most episodes one summary is made from: a summary stays about one thing, and its embedding
+/// (the mean of its sources') does not drift to the centre of everything the user said.
+const MAX_SUMMARY_SOURCES: usize = 20;
 
 /// What a dry run's earlier steps would have changed, so later steps do not count it twice.
 #[derive(Default)]
@@ -407,7 +412,7 @@ fn summarize_groups(client: &mut SpiClient<'_>, groups: &[&Vec<i64>], custom: &O
             summary_of.push(*sid);
         }
     }
-    let table = crate::plans::write(client, RETIRE_EVIDENCE, &[evidence.into(), summary_of.into()]).map_err(spi("keeping the evidence"))?;
+    let table = crate::plans::write(client, ARCHIVE_EVIDENCE, &[evidence.into(), summary_of.into()]).map_err(spi("keeping the evidence"))?;
     Ok(table.len() as i64)
 }
 

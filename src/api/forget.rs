@@ -1,13 +1,17 @@
 //! `agent_memory.memory_forget(dry_run)`: what the forgetting worker runs.
 //!
 //! Steps, in order:
-//! 1. `expire`: retire memories past `expires_at` or `valid_until` (reason `expired`);
+//! 1. `expire`: retire facts past `expires_at` or `valid_until`, and episodes past `valid_until`
+//!    (reason `expired`); move episodes past `expires_at` (their retention) to the archive, where
+//!    recall still finds them;
 //! 2. `age_hits`: once every `agent_memory.hit_halflife`, halve every hit count, so a shifted hot
 //!    spot is not outvoted by old counts;
-//! 3. `evict`: keep at most `agent_memory.capacity` active memories per user, retiring the lowest
-//!    retention scores (reason `evicted`). The scores are computed in Rust over the user's
-//!    memories read in place (the per-user index scan recall uses), with
-//!    `agent_memory_core::forget`; `memory_retention_score` gives the same score in SQL;
+//! 3. `evict`: keep at most `agent_memory.capacity` live (active, not archived) memories per user:
+//!    the lowest retention scores go, facts retired (reason `evicted`), episodes to the archive.
+//!    The scores are computed in Rust over the user's memories read in place (the per-user index
+//!    scan recall uses), with `agent_memory_core::forget`; `memory_retention_score` gives the
+//!    same score in SQL. Then each user's archive is kept within `agent_memory.archive_capacity`:
+//!    its least recently recalled memories retire;
 //! 4. `purge`: delete memories retired longer than `agent_memory.regret_window` (evidence of a
 //!    summary stays as long as its summary).
 //!
@@ -25,14 +29,24 @@ use crate::error::{first_value, spi, OrRaise, Result};
 use crate::gucs;
 use crate::runs::{self, step, until_done, Driver, Job, Steps};
 
+/// A fact past its retention or its `valid_until`, and an episode past its `valid_until`, retire
+/// (reason `expired`); an episode past its retention moves to the archive (it stays, and recall
+/// still finds it: the record of what happened does not stop being true).
 const EXPIRE_BATCH: &str = "\
 WITH c AS (SELECT m.ctid AS t FROM agent_memory.memories m \
             WHERE m.active AND NOT m.protected AND (m.expires_at IS NOT NULL OR m.valid_until IS NOT NULL) \
               AND least(m.expires_at, m.valid_until) <= now() \
             ORDER BY least(m.expires_at, m.valid_until) LIMIT $1 FOR UPDATE SKIP LOCKED), \
+     x AS (SELECT m.ctid AS t, m.kind = 'episodic' AND coalesce(m.valid_until > now(), true) AS to_archive \
+             FROM agent_memory.memories m JOIN c ON m.ctid = c.t), \
      u AS (UPDATE agent_memory.memories m \
-              SET active = false, retired_reason = 'expired', retired_at = now(), version = m.version + 1 \
-             FROM c WHERE m.ctid = c.t RETURNING 1) \
+              SET active = x.to_archive, \
+                  retired_reason = CASE WHEN x.to_archive THEN NULL ELSE 'expired' END, \
+                  retired_at = CASE WHEN x.to_archive THEN NULL ELSE now() END, \
+                  archived_at = CASE WHEN x.to_archive THEN coalesce(m.archived_at, now()) ELSE m.archived_at END, \
+                  expires_at = CASE WHEN x.to_archive THEN NULL ELSE m.expires_at END, \
+                  version = m.version + 1 \
+             FROM x WHERE m.ctid = x.t RETURNING 1) \
 SELECT count(*) FROM u";
 
 const EXPIRE_COUNT: &str = "\
@@ -59,7 +73,7 @@ const HALVE_COUNT: &str = "SELECT count(*) FROM agent_memory.memories m WHERE m.
 const OVER_CAPACITY: &str = "\
 SELECT m.user_id, least(count(*) - $1, count(*) FILTER (WHERE NOT m.protected)) AS excess \
   FROM agent_memory.memories m \
- WHERE m.active AND (m.protected OR coalesce(least(m.expires_at, m.valid_until) > now(), true)) \
+ WHERE m.active AND m.archived_at IS NULL AND (m.protected OR coalesce(least(m.expires_at, m.valid_until) > now(), true)) \
  GROUP BY m.user_id HAVING count(*) > $1 \
  ORDER BY m.user_id";
 
@@ -67,7 +81,7 @@ SELECT m.user_id, least(count(*) - $1, count(*) FILTER (WHERE NOT m.protected)) 
 /// retired the expired ones), with their embedding models.
 const OVER_CAPACITY_MODELS: &str = "\
 SELECT m.user_id, count(*) - $1 AS excess, array_agg(DISTINCT m.embedding_model) \
-  FROM agent_memory.memories m WHERE m.active \
+  FROM agent_memory.memories m WHERE m.active AND m.archived_at IS NULL \
  GROUP BY m.user_id HAVING count(*) > $1 \
  ORDER BY m.user_id";
 
@@ -78,9 +92,29 @@ WITH locked AS (SELECT m.ctid AS t FROM agent_memory.memories m \
                   JOIN unnest($1::bigint[], $2::tid[]) AS x(id, t) ON m.ctid = x.t AND m.id = x.id \
                  WHERE m.active AND NOT m.protected FOR UPDATE OF m SKIP LOCKED), \
      u AS (UPDATE agent_memory.memories m \
-              SET active = false, retired_reason = 'evicted', retired_at = now(), version = m.version + 1 \
+              SET active = (m.kind = 'episodic'), \
+                  retired_reason = CASE WHEN m.kind = 'episodic' THEN NULL ELSE 'evicted' END, \
+                  retired_at = CASE WHEN m.kind = 'episodic' THEN NULL ELSE now() END, \
+                  archived_at = CASE WHEN m.kind = 'episodic' THEN now() ELSE m.archived_at END, \
+                  expires_at = CASE WHEN m.kind = 'episodic' THEN NULL ELSE m.expires_at END, \
+                  version = m.version + 1 \
              FROM locked l WHERE m.ctid = l.t RETURNING 1) \
 SELECT count(*) FROM u";
+
+/// The archive of each user beyond `agent_memory.archive_capacity`: its least recently recalled
+/// memories retire (reason `evicted`), at most a batch at a time.
+const ARCHIVE_OVER_BATCH: &str = "\
+WITH r AS (SELECT m.ctid AS t, row_number() OVER (PARTITION BY m.user_id ORDER BY m.last_hit_at DESC, m.id DESC) AS n \
+             FROM agent_memory.memories m WHERE m.active AND m.archived_at IS NOT NULL AND NOT m.protected), \
+     c AS (SELECT m.ctid AS t FROM agent_memory.memories m JOIN r ON m.ctid = r.t \
+            WHERE r.n > $2 LIMIT $1 FOR UPDATE OF m SKIP LOCKED), \
+     u AS (UPDATE agent_memory.memories m \
+              SET active = false, retired_reason = 'evicted', retired_at = now(), version = m.version + 1 \
+             FROM c WHERE m.ctid = c.t RETURNING 1) \
+SELECT count(*) FROM u";
+const ARCHIVE_OVER_COUNT: &str = "\
+SELECT coalesce(sum(x.n - $1), 0)::bigint FROM (SELECT count(*) AS n FROM agent_memory.memories m \
+  WHERE m.active AND m.archived_at IS NOT NULL AND NOT m.protected GROUP BY m.user_id HAVING count(*) > $1) x";
 
 /// Retired memories past the regret window, oldest retirement first. Evidence of a summary
 /// (`summarized`, still pointing to its summary) stays.
@@ -213,6 +247,20 @@ pub fn forget_pass<D: Driver>(d: &mut D, dry_run: bool) -> Result<Steps> {
         })
     })?);
 
+    // 3b. The archive's own bound, counted in the evict step.
+    let archive_cap = gucs::archive_capacity();
+    if let (Some(cap), Some(evict)) = (archive_cap, steps.last_mut()) {
+        let started = std::time::Instant::now();
+        let cap = cap.min(i32::MAX as i64);
+        let n = if dry_run {
+            d.read(|c| tally(c, ARCHIVE_OVER_COUNT, &[cap.into()], "counting archived memories"))?
+        } else {
+            until_done(d, batch, |c| count(c, ARCHIVE_OVER_BATCH, &[batch.into(), cap.into()], "evicting archived memories"))?
+        };
+        evict.rows += n;
+        evict.ms += started.elapsed().as_secs_f64() * 1000.0;
+    }
+
     // 4. Purge after the regret window.
     steps.push(step("purge", || -> Result<i64> {
         Ok(match gucs::regret_window_minutes() {
@@ -252,8 +300,8 @@ fn evict_users(
             for model in models {
                 crate::scan::for_each_active(user, model, now, |c| {
                     // An expired memory is the expire step's; a protected one never expires and
-                    // counts towards the capacity.
-                    if c.expired && !c.protected {
+                    // counts towards the capacity; an archived one is out of it.
+                    if (c.expired && !c.protected) || c.archived {
                         return Ok(true);
                     }
                     let hours = agent_memory_core::decay::age_hours(now, c.last_hit);

@@ -237,7 +237,7 @@ pub fn recall(user_id: Option<&str>, query: Option<&VectorDatum>, opts: RecallOp
         }
     };
     let touch = opts.touch.unwrap_or(true);
-    let include_archived = opts.archived.unwrap_or(false);
+    let include_archived = opts.archived.unwrap_or(true);
     // How many results each channel ranks: k alone, or the fused channels' candidates.
     let per_channel = if channels == Channels::Hybrid { gucs::hybrid_candidates().max(k) } else { k };
 
@@ -505,7 +505,7 @@ macro_rules! memory_recall_for {
             min_similarity: default!(Option<f64>, "NULL"),
             decay: default!(Option<&str>, "NULL"),
             touch: default!(Option<bool>, true),
-            archived: default!(Option<bool>, false),
+            archived: default!(Option<bool>, true),
             query_text: default!(Option<&str>, "NULL"),
         ) -> TableIterator<
             'static,

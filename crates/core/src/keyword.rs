@@ -175,7 +175,7 @@ mod tests {
 
     #[test]
     fn bm25_matches_against_a_hand_computation() {
-        // N = 2, one term in doc 1 (len 2) only; avgdl = 2; k1 = 1.2, b = 0.75.
+        // N = 2, one term in doc 1 (len 2) only; avgdl = 2, so b does not matter; k1 = 1.2.
         let s = scan("tea", &[(1, "green tea"), (2, "black coffee")]);
         let top = s.top(5, Bm25Params::default());
         let idf = (1.0f64 + (2.0 - 1.0 + 0.5) / (1.0 + 0.5)).ln();
