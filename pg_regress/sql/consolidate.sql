@@ -62,7 +62,7 @@ SET agent_memory.batch_size = 2;
 SELECT * FROM agent_memory.memory_consolidate();
 RESET agent_memory.batch_size;
 
--- Nothing was deleted: 27 rows plus one summary.
+-- Nothing was deleted: 27 rows plus one summary; the episodes stay active, in the archive.
 SELECT count(*) AS rows, count(*) FILTER (WHERE active) AS active FROM agent_memory.memories;
 SELECT coalesce(retired_reason, 'active') AS state, kind, count(*) FROM agent_memory.memories GROUP BY 1, 2 ORDER BY 1, 2;
 
@@ -75,7 +75,7 @@ SELECT k.content, round(k.importance::numeric, 2) AS importance, k.version,
  ORDER BY k.content;
 
 -- One summary (the built-in extractive summariser), with its embedding the normalised mean
--- of its sources', and its 8 episodes as evidence.
+-- of its sources', and its 8 episodes as evidence: archived, pointing to it.
 SELECT s.kind, s.subject, s.content, s.source, s.metadata, length(s.content) AS chars,
        (SELECT sum(length(e.content)) FROM agent_memory.memory_evidence(s.id) e) AS evidence_chars,
        round((s.emb <=> (SELECT l2_normalize(avg(e.emb)) FROM agent_memory.memories e WHERE e.superseded_by = s.id))::numeric, 6) AS distance_to_mean
@@ -83,16 +83,22 @@ SELECT s.kind, s.subject, s.content, s.source, s.metadata, length(s.content) AS 
 SELECT e.kind, e.content FROM agent_memory.memories s, agent_memory.memory_evidence(s.id) e
  WHERE s.source = 'consolidation' ORDER BY e.created_at;
 
--- The one-off items are archived: importance 0.05, still there, out of default recall.
+-- The one-off items are archived: importance 0.05, still there, out of the capacity.
 SELECT content, importance, archived_at IS NOT NULL AS archived, active FROM agent_memory.memories
  WHERE archived_at IS NOT NULL ORDER BY content;
 
 -- After: the top 5 covers the 5 facts.
 SELECT content FROM agent_memory.memory_recall('ada', '[1,1,1,1,1,0,0,0,0,0,0]', 5, model => 'c6', touch => false);
--- Archived items come back when asked for.
-SELECT count(*) AS with_archived FROM agent_memory.memory_recall('ada', '[1,1,1,1,1,0,0,0,0,0,0]', 20, model => 'c6', touch => false, archived => true);
--- A recall of the trip finds the summary, not the episodes.
-SELECT content FROM agent_memory.memory_recall('ada', '[0.1,0.1,0,0,0.1,1,0,0,0,0,0]', 2, model => 'c6', touch => false);
+-- Recall finds archived memories too (ranked by their low importance); archived => false
+-- leaves them out.
+SELECT count(*) AS with_archived FROM agent_memory.memory_recall('ada', '[1,1,1,1,1,0,0,0,0,0,0]', 30, model => 'c6', touch => false);
+SELECT count(*) AS without_archived FROM agent_memory.memory_recall('ada', '[1,1,1,1,1,0,0,0,0,0,0]', 30, model => 'c6', touch => false, archived => false);
+-- A recall of the trip finds the summary among its episodes; a question about one detail still
+-- finds the detail, here by its words.
+SELECT count(*) FILTER (WHERE kind = 'semantic') AS summaries, count(*) FILTER (WHERE kind = 'episodic') AS episodes
+  FROM agent_memory.memory_recall('ada', '[0.1,0.1,0,0,0.1,1,0,0,0,0,0]', 9, model => 'c6', touch => false);
+SELECT content, keyword_rank FROM agent_memory.memory_recall('ada', '[0.1,0.1,0,0,0.1,1,0,0,0,0,0]', 2, model => 'c6', touch => false,
+                                                            query_text => 'Which tram did I miss?');
 
 -- A rewrite of an archived item (here a new importance) brings it back.
 SELECT agent_memory.memory_update(id, version, importance => 0.5) AS new_version FROM agent_memory.memories WHERE content = 'Gate B12';
@@ -110,11 +116,12 @@ CREATE SCHEMA summarizers;
 CREATE FUNCTION summarizers.short_summary(user_id text, contents text[]) RETURNS text
 LANGUAGE sql AS $$ SELECT user_id || ' had ' || cardinality(contents) || ' episodes, first: ' || contents[1] $$;
 INSERT INTO agent_memory.memories (user_id, kind, subject, content, emb, embedding_model, created_at)
-SELECT 'bob', 'episodic', NULL, 'Episode ' || i, format('[1,%s,0,0,0,0,0,0,0,0,0]', i)::vector, 'c6', now() - make_interval(days => 40 - i)
+-- (Episodes without a subject are summarised per day, as a session.)
+SELECT 'bob', 'episodic', NULL, 'Episode ' || i, format('[1,%s,0,0,0,0,0,0,0,0,0]', i)::vector, 'c6', timestamptz '2026-01-10 12:00+00' + make_interval(mins => i)
   FROM generate_series(1, 3) i;
 SET agent_memory.summarizer = 'summarizers.short_summary';
 SELECT step, rows FROM agent_memory.memory_consolidate() WHERE step = 'summarize';
-SELECT content FROM agent_memory.memories WHERE user_id = 'bob' AND active;
+SELECT content FROM agent_memory.memories WHERE user_id = 'bob' AND active AND archived_at IS NULL;
 
 -- A summariser that does not exist, or does not return text, is an error with a hint.
 INSERT INTO agent_memory.memories (user_id, kind, content, emb, embedding_model, created_at)

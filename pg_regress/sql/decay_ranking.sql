@@ -25,9 +25,10 @@ SET agent_memory.decay_mode = 'none';
 SELECT content FROM agent_memory.memory_recall('editor-user', '[1,0,0,0]'::vector, 1, model => 'demo4', touch => false);
 RESET agent_memory.decay_mode;
 
--- Decay ranks what is current; it is not a filter on the past. An old episode
--- still answers a question about the past when nothing newer does: episodic
--- memories keep at least agent_memory.decay_floor_episodic (0.4) of their score.
+-- Decay ranks what is current; it is not a filter on the past. Time decides only between
+-- memories that compete (a cosine of at least agent_memory.compete_similarity, 0.9: versions of
+-- one fact, an event told again): the older of them decays. An old episode that nothing newer
+-- resembles keeps its whole score and answers a question about the past.
 INSERT INTO agent_memory.memories (user_id, kind, content, emb, embedding_model, importance, created_at, last_hit_at)
 SELECT 'episode-user', kind, content, emb::vector, 'demo4', 0.5, now() - age, now() - age
   FROM (VALUES ('episodic', 'Asked about a refund for order 1042', '[0.8, 0.6, 0, 0]', interval '120 days'),
@@ -37,10 +38,22 @@ SELECT 'episode-user', kind, content, emb::vector, 'demo4', 0.5, now() - age, no
                ('semantic', 'Prefers short answers',               '[0.1, 0, 1, 0.5]', interval '10 days')) v(kind, content, emb, age);
 SELECT content, kind, round(similarity::numeric, 3) AS similarity, round(score::numeric, 4) AS score
   FROM agent_memory.memory_recall('episode-user', '[1,0,0,0]'::vector, 3, model => 'demo4', touch => false);
--- Without the floor the old episode sinks below recent noise.
+-- When every memory decays by its age (decay_scope = 'all', the brief's reference score), the
+-- episodic floor (agent_memory.decay_floor_episodic, 0.4) is what keeps the old episode first;
+-- without it, it sinks below recent noise.
+SET agent_memory.decay_scope = 'all';
+SELECT content FROM agent_memory.memory_recall('episode-user', '[1,0,0,0]'::vector, 1, model => 'demo4', touch => false);
 SET agent_memory.decay_floor_episodic = 0;
 SELECT content FROM agent_memory.memory_recall('episode-user', '[1,0,0,0]'::vector, 1, model => 'demo4', touch => false);
 RESET agent_memory.decay_floor_episodic;
+RESET agent_memory.decay_scope;
+-- The same event told again, yesterday: the two compete, so the old telling decays (down to
+-- the episodic floor) and the new one comes first.
+INSERT INTO agent_memory.memories (user_id, kind, content, emb, embedding_model, importance, created_at, last_hit_at)
+VALUES ('episode-user', 'episodic', 'Asked again about the refund for order 1042', '[0.8, 0.55, 0.05, 0]', 'demo4', 0.5,
+        now() - interval '1 day', now() - interval '1 day');
+SELECT content, round(similarity::numeric, 3) AS similarity, round(score::numeric, 4) AS score
+  FROM agent_memory.memory_recall('episode-user', '[1,0,0,0]'::vector, 2, model => 'demo4', touch => false);
 
 -- memory_decay_score: the reference figures (3 days: ×0.697; 200 days: ×0).
 SELECT age, round(agent_memory.memory_decay_score(1, age, 0.5)::numeric, 4) AS exponential,

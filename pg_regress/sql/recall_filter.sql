@@ -42,7 +42,9 @@ SELECT count(*) AS users,
   FROM plain_counts;
 
 -- memory_recall: 5 rows for every user, exactly the brute-force top 5 by
--- similarity × 0.995^hours × (0.8 + 0.4 × importance).
+-- similarity × 0.995^hours × (0.8 + 0.4 × importance) when every memory decays (the brief's
+-- reference, decay_scope = 'all').
+SET agent_memory.decay_scope = 'all';
 CREATE TEMP TABLE compared AS
 SELECT q.user_id,
        ARRAY(SELECT r.id FROM agent_memory.memory_recall(q.user_id, q.q, 5, model => 'm32', touch => false) r) AS got,
@@ -57,6 +59,7 @@ SELECT count(*) AS users,
        count(*) FILTER (WHERE cardinality(got) = 5) AS users_with_5_rows,
        count(*) FILTER (WHERE got = want) AS users_equal_to_brute_force
   FROM compared;
+RESET agent_memory.decay_scope;
 
 -- The scores are real cosine similarities and come back best first.
 SELECT bool_and(r.similarity BETWEEN -1 AND 1) AS similarity_in_range,

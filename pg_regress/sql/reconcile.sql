@@ -97,15 +97,17 @@ SELECT ordinal, action FROM agent_memory.memory_reconcile_batch('batch-json-user
 SELECT ordinal, action FROM agent_memory.memory_reconcile_batch('batch-json-user',
   '[{"content": "Prefers tea", "emb": [0,1,0,0]}, {"content": "Prefers coffee", "emb": [0,0,1,0]}]');
 
--- Write-time policies. Importance, when none is given: 0.5, +0.3 for preference words,
--- +0.2 for 20 to 200 characters. Retention: 7 days, 30 above importance 0.7, 90 for
+-- Write-time policies. Importance, when none is given: for a fact or preference (semantic)
+-- 0.5, +0.3 for preference words, +0.2 for 20 to 200 characters; for an episode 0.5 (its words
+-- say nothing of how much it matters). Retention: 7 days, 30 above importance 0.7, 90 for
 -- semantic memories, never for protected facts.
 CREATE TEMP TABLE policy_ids AS
 SELECT r.memory_id FROM
        (VALUES ('ok', '[1,0,0,0]', 'episodic', false),
                ('The parcel arrived on Tuesday', '[0,1,0,0]', 'episodic', false),
-               ('From now on, always answer in English', '[0,0,1,0]', 'episodic', false),
-               ('我喜欢喝茶，记住', '[0,0,0,1]', 'episodic', false),
+               ('From now on, always answer in English', '[0,0,1,0]', 'semantic', false),
+               ('我喜欢喝茶，记住', '[0,0,0,1]', 'semantic', false),
+               ('ok, noted', '[1,0,0,1]', 'semantic', false),
                ('Allergic to peanuts', '[1,1,0,0]', 'semantic', true),
                ('Prefers short answers', '[1,0,1,0]', 'semantic', false)) c(content, emb, kind, protected),
        LATERAL agent_memory.memory_reconcile('policy-user', NULL, NULL, NULL, c.content, c.emb::vector,
@@ -119,6 +121,7 @@ SELECT memory_id AS anniversary_id FROM agent_memory.memory_reconcile('policy-us
        importance => 0.2, expires_at => '2030-01-01 00:00+00') \gset
 SELECT importance, expires_at = '2030-01-01 00:00+00' AS caller_expiry FROM agent_memory.memories WHERE id = :anniversary_id;
 SELECT agent_memory.memory_importance('Never call me before 9') AS importance,
+       agent_memory.memory_importance('Never call me before 9', 'episodic') AS as_an_episode,
        agent_memory.memory_retention('episodic', 0.9) AS important_episode,
        agent_memory.memory_retention('semantic', 0.1, protected => true) AS protected_fact;
 SET agent_memory.retention_default = '1d';

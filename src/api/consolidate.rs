@@ -7,7 +7,7 @@
 //! 2. `merge_similar`: semantic memories of one user whose embeddings have a cosine similarity of
 //!    at least `agent_memory.merge_similarity` merge the same way into the newest;
 //! 3. `summarize`: live episodic memories older than `agent_memory.summarize_after`, per user,
-//!    model, subject and day, at most 20 at a time, become one semantic summary (the summariser
+//!    model and subject (or per day when they have none), at most 20 at a time, become one semantic summary (the summariser
 //!    of `agent_memory.summarizer`, or the built-in extractive one; its embedding is the
 //!    normalised mean of theirs). The originals are its evidence: they move to the archive,
 //!    pointing to the summary (`memory_evidence` lists them), and recall still finds them, so a
@@ -59,13 +59,13 @@ SELECT (SELECT count(*) FROM r), (SELECT count(*) FROM u)";
 const USERS_AND_MODELS: &str = "\
 SELECT DISTINCT m.user_id, m.embedding_model FROM agent_memory.memories m WHERE m.active ORDER BY 1, 2";
 
-/// Old live (not archived) episodic memories per user, model, subject and day (a day stands for
-/// a session): ids oldest first.
+/// Old live (not archived) episodic memories per user, model and subject (a topic), or per day
+/// (standing for a session) when they have no subject: ids oldest first.
 const SUMMARY_GROUPS: &str = "\
 SELECT array_agg(m.id ORDER BY m.created_at, m.id) \
   FROM agent_memory.memories m \
  WHERE m.active AND m.kind = 'episodic' AND m.archived_at IS NULL AND m.created_at < now() - make_interval(mins => $1) \
- GROUP BY m.user_id, m.embedding_model, m.subject, date_trunc('day', m.created_at) \
+ GROUP BY m.user_id, m.embedding_model, m.subject, CASE WHEN m.subject IS NULL THEN date_trunc('day', m.created_at) END \
 HAVING count(*) >= $2";
 
 const SUMMARY_SOURCES: &str = "\

@@ -241,9 +241,15 @@ pub fn recall(user_id: Option<&str>, query: Option<&VectorDatum>, opts: RecallOp
     // How many results each channel ranks: k alone, or the fused channels' candidates.
     let per_channel = if channels == Channels::Hybrid { gucs::hybrid_candidates().max(k) } else { k };
 
+    let keyword = text.map(|t| agent_memory_core::keyword::KeywordScan::new(t, gucs::tokenizer()));
+    if channels == Channels::Keyword && !keyword.as_ref().is_some_and(|k| k.has_terms()) {
+        return Err(MemoryError::invalid_parameter("query_text has no words to search for")
+            .detail("Words are letters and digits; common English words (the, of, and, ...) are skipped.")
+            .hint("Pass the question's words as query_text, or its embedding as query."));
+    }
     Spi::connect_mut(|client| {
         let mut vector = VectorRanker::new(scorer, per_channel);
-        let mut keyword = text.map(|t| agent_memory_core::keyword::KeywordScan::new(t, gucs::tokenizer()));
+        let mut keyword = keyword;
         let mut recency = (channels == Channels::Hybrid && gucs::recency_channel()).then(|| TopK::new(per_channel));
         // Hybrid results need the similarity of memories that only the keyword channel ranks.
         let mut similarities: Vec<(i64, f32)> = Vec::new();

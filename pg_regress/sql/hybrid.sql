@@ -1,0 +1,84 @@
+-- Hybrid recall: the question's words (query_text) ranked by BM25 over the user's memories,
+-- fused with the vector ranking by reciprocal rank fusion, 1 / (60 + rank), 20 per channel.
+\set VERBOSITY default
+\set SHOW_CONTEXT never
+INSERT INTO agent_memory.memories (user_id, kind, content, emb, embedding_model, created_at, last_hit_at)
+SELECT 'hy-user', 'episodic', content, emb::vector, 'h4', now() - age, now() - age
+  FROM (VALUES
+    -- Only the keyword channel finds this: the order number is rare, the vector points elsewhere.
+    ('The refund for order A7731 was approved',      '[0, 0, 0, 1]',      interval '20 days'),
+    -- Only the vector channel finds this paraphrase: no word in common with the question.
+    ('Money back for the broken parcel went through', '[1, 0.05, 0, 0]', interval '15 days'),
+    -- Both channels rank this one.
+    ('Asked how long a refund takes',                 '[0.9, 0.3, 0, 0]', interval '10 days'),
+    ('Likes hiking in the Alps',                      '[0, 1, 0, 0]',     interval '5 days'),
+    ('Prefers tea in the morning',                    '[0, 0, 1, 0]',     interval '2 days'),
+    ('用户住在上海',                                    '[0, 0.2, 0.9, 0]', interval '1 day')) v(content, emb, age);
+
+-- Vector only (no query_text): the paraphrase and the refund question lead; the order number
+-- is nowhere near.
+SELECT content, vector_rank, keyword_rank FROM agent_memory.memory_recall('hy-user', '[1,0,0,0]'::vector, 3, model => 'h4', touch => false);
+-- Keyword only (query NULL, for when the embedding service is down): score is BM25, similarity NULL.
+SELECT content, round(score::numeric, 4) AS bm25, similarity, keyword_rank
+  FROM agent_memory.memory_recall('hy-user', NULL::vector, 3, model => 'h4', touch => false, query_text => 'What happened to the refund of order A7731?');
+-- Hybrid: the memory both channels rank comes first; each row says its rank in each channel,
+-- and the keyword-only match (the order number) is found although its vector is far away.
+SELECT content, round(score::numeric, 5) AS rrf, round(similarity::numeric, 3) AS similarity, vector_rank, keyword_rank
+  FROM agent_memory.memory_recall('hy-user', '[1,0,0,0]'::vector, 4, model => 'h4', touch => false,
+                                  query_text => 'What happened to the refund of order A7731?');
+-- The fused score is the sum of 1 / (60 + rank) over the channels.
+SELECT bool_and(abs(score - (coalesce(1.0 / (60 + vector_rank), 0) + coalesce(1.0 / (60 + keyword_rank), 0))) < 1e-12) AS rrf_exact
+  FROM agent_memory.memory_recall('hy-user', '[1,0,0,0]'::vector, 6, model => 'h4', touch => false, query_text => 'refund order A7731 tea');
+-- Words are lower-cased and English endings folded: "hike" meets "hiking".
+SELECT content FROM agent_memory.memory_recall('hy-user', NULL::vector, 1, model => 'h4', touch => false, query_text => 'Where does she HIKE?');
+-- Chinese has no spaces: character bigrams find 上海 inside 用户住在上海.
+SELECT content, keyword_rank FROM agent_memory.memory_recall('hy-user', NULL::vector, 2, model => 'h4', touch => false, query_text => '上海');
+-- The settings: candidates per channel, the fusion constant, BM25's constants, an optional
+-- recency channel.
+SET agent_memory.recency_channel = on;
+SELECT content, vector_rank, keyword_rank, recency_rank
+  FROM agent_memory.memory_recall('hy-user', '[1,0,0,0]'::vector, 3, model => 'h4', touch => false, query_text => 'refund');
+RESET agent_memory.recency_channel;
+SET agent_memory.hybrid_candidates = 1;
+SELECT content, vector_rank, keyword_rank
+  FROM agent_memory.memory_recall('hy-user', '[1,0,0,0]'::vector, 3, model => 'h4', touch => false, query_text => 'tea');
+RESET agent_memory.hybrid_candidates;
+-- A question with no words (or only common ones) and no vector is an error; with a vector, the
+-- keyword channel is just empty.
+SELECT * FROM agent_memory.memory_recall('hy-user', NULL::vector, 3, model => 'h4', query_text => '  ?! ');
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM agent_memory.memory_recall('hy-user', NULL::vector, 3, model => 'h4', query_text => 'the of and');
+\echo :LAST_ERROR_SQLSTATE
+SELECT count(*) FROM agent_memory.memory_recall('hy-user', '[1,0,0,0]'::vector, 3, model => 'h4', touch => false, query_text => 'the of and');
+-- A hybrid recall touches what it returns, like any recall.
+SELECT content FROM agent_memory.memory_recall('hy-user', NULL::vector, 1, model => 'h4', query_text => 'tea');
+SELECT content, hit_count FROM agent_memory.memories WHERE user_id = 'hy-user' AND hit_count > 0;
+
+-- Maintenance keeps what questions need: episodes past their retention move to the archive,
+-- and recall, by vector and by words, still finds them.
+UPDATE agent_memory.memories SET expires_at = now() - interval '1 day' WHERE user_id = 'hy-user' AND kind = 'episodic';
+SELECT step, rows FROM agent_memory.memory_forget() WHERE step = 'expire';
+SELECT count(*) FILTER (WHERE active AND archived_at IS NOT NULL) AS archived, count(*) FILTER (WHERE NOT active) AS retired
+  FROM agent_memory.memories WHERE user_id = 'hy-user';
+SELECT content, vector_rank, keyword_rank
+  FROM agent_memory.memory_recall('hy-user', '[1,0,0,0]'::vector, 2, model => 'h4', touch => false, query_text => 'order A7731');
+-- A fact past its retention still retires: a stale fact is wrong, an old event is still true.
+INSERT INTO agent_memory.memories (user_id, kind, content, emb, embedding_model, expires_at)
+VALUES ('hy-user', 'semantic', 'Current password hint: blue', '[0,1,1,0]', 'h4', now() - interval '1 hour');
+SELECT step, rows FROM agent_memory.memory_forget() WHERE step = 'expire';
+SELECT content, active, retired_reason FROM agent_memory.memories WHERE content LIKE 'Current password%';
+-- Over the capacity, episodes move to the archive too (the capacity counts live memories).
+INSERT INTO agent_memory.memories (user_id, kind, content, emb, embedding_model)
+SELECT 'cap-user', 'episodic', 'turn ' || i, ARRAY[1, i, 0, 0]::real[]::vector, 'h4' FROM generate_series(1, 6) i;
+SET agent_memory.capacity = 4;
+SELECT step FROM agent_memory.memory_forget() WHERE step = 'evict';
+SELECT count(*) FILTER (WHERE active AND archived_at IS NULL) AS live, count(*) FILTER (WHERE active AND archived_at IS NOT NULL) AS archived,
+       count(*) FILTER (WHERE NOT active) AS retired
+  FROM agent_memory.memories WHERE user_id = 'cap-user';
+-- The archive has its own bound: beyond it, the least recently recalled retire.
+SET agent_memory.archive_capacity = 1;
+SELECT step FROM agent_memory.memory_forget() WHERE step = 'evict';
+SELECT count(*) FILTER (WHERE active AND archived_at IS NOT NULL) AS archived, count(*) FILTER (WHERE NOT active) AS retired
+  FROM agent_memory.memories WHERE user_id = 'cap-user';
+RESET agent_memory.capacity;
+RESET agent_memory.archive_capacity;
