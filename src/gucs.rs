@@ -360,7 +360,7 @@ fn define_ranking_settings() {
     GucRegistry::define_float_guc(
         c"agent_memory.compete_similarity",
         c"Cosine similarity at which two memories compete, so that the older one decays.",
-        c"Recall looks for competitors among the 4 × k (at least 40) best candidates before decay.",
+        c"Recall looks for competitors among the 2 × k (at least 40) best candidates before decay.",
         &COMPETE_SIMILARITY,
         -1.0,
         1.0,

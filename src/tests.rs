@@ -45,6 +45,8 @@ fn recall_returns_k_rows_in_exact_order() {
     seed("alice", 300, "m8");
     seed("bob", 50, "m8");
     let q = "'[0.3,-0.2,0.5,0.1,0.9,-0.4,0.2,0.7]'::vector";
+    // The brief's reference score decays every memory by its age.
+    Spi::run("SET agent_memory.decay_scope = 'all'").unwrap();
     let got: Vec<i64> = Spi::connect(|c| {
         c.select(&format!("SELECT id FROM agent_memory.memory_recall('alice', {q}, 7, model => 'm8', touch => false)"), None, &[])
             .unwrap()

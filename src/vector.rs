@@ -367,6 +367,11 @@ pub unsafe fn text_of<'a>(datum: pg_sys::Datum) -> std::borrow::Cow<'a, str> {
         let v = pg_sys::pg_detoast_datum_packed(datum.cast_mut_ptr());
         let len = pgrx::varsize_any_exhdr(v);
         let data = pgrx::vardata_any(v) as *const u8;
-        String::from_utf8_lossy(std::slice::from_raw_parts(data, len))
+        let bytes = std::slice::from_raw_parts(data, len);
+        // The database's text is UTF-8: the fast check passes; anything else is made readable.
+        match std::str::from_utf8(bytes) {
+            Ok(s) => std::borrow::Cow::Borrowed(s),
+            Err(_) => String::from_utf8_lossy(bytes),
+        }
     }
 }

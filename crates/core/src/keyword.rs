@@ -6,7 +6,7 @@
 //! query term are kept, each with its length and its term counts, so memory grows with the
 //! matches, never with the text.
 
-use crate::text::{for_each_token, tokens, TokenizerOptions};
+use crate::text::{for_each_token, for_each_token_where, prefix2, stem, TokenizerOptions};
 
 /// BM25's two constants.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -24,12 +24,13 @@ impl Default for Bm25Params {
 }
 
 /// A candidate that contains at least one query term.
-#[derive(Clone, Debug)]
+#[derive(Clone, Copy, Debug)]
 struct Matched {
     id: i64,
     len: u32,
-    /// (index of the query term, occurrences)
-    tf: Vec<(u16, u16)>,
+    /// Where its (query term, occurrences) pairs start in `KeywordScan::tf`, and how many.
+    tf_at: u32,
+    tf_len: u16,
 }
 
 /// Accumulates the statistics of one query over a user's candidates.
@@ -38,23 +39,51 @@ pub struct KeywordScan {
     opts: TokenizerOptions,
     /// Distinct query terms, sorted (a binary search per token).
     terms: Vec<u64>,
+    /// The first two bytes of each ASCII query word, as a bitmap over all 65,536 pairs: a
+    /// document word without one of them cannot match, and is only counted. `None` when a
+    /// query word is not ASCII.
+    prefixes: Option<Box<[u64; 1024]>>,
     /// Candidates seen, and their total length in tokens.
     docs: u64,
     total_len: u64,
     df: Vec<u32>,
     matched: Vec<Matched>,
+    /// The (index of the query term, occurrences) pairs of every matched candidate, one after
+    /// the other: one allocation for all of them.
+    tf: Vec<(u16, u16)>,
     counts: Vec<u16>,
 }
 
 impl KeywordScan {
     /// A scan for the words of `query`. A query with no words matches nothing.
     pub fn new(query: &str, opts: TokenizerOptions) -> Self {
-        let mut terms = tokens(query, opts);
+        let mut terms = Vec::new();
+        for_each_token(query, opts, |t| terms.push(t));
         terms.sort_unstable();
         terms.dedup();
         terms.truncate(u16::MAX as usize);
         let n = terms.len();
-        KeywordScan { opts, terms, docs: 0, total_len: 0, df: vec![0; n], matched: Vec::new(), counts: vec![0; n] }
+        // The prefixes of the query's ASCII words (before stemming: a word and its stem share them).
+        let mut prefixes: Option<Box<[u64; 1024]>> = Some(Box::new([0u64; 1024]));
+        let lower = query.to_lowercase();
+        for w in lower.split(|c: char| !(c.is_alphanumeric() || c == '\'' || c == '’')) {
+            let w: String = w.chars().filter(|c| *c != '\'' && *c != '’').collect();
+            if w.is_empty() {
+                continue;
+            }
+            if !w.is_ascii() || w.chars().any(crate::text::is_cjk) {
+                prefixes = None;
+                break;
+            }
+            if let Some(p) = prefixes.as_mut() {
+                let stemmed = if opts.stem { stem(&w).into_owned() } else { w.clone() };
+                for x in [prefix2(w.as_bytes()), prefix2(stemmed.as_bytes())] {
+                    let i = u16::from_le_bytes(x) as usize;
+                    p[i / 64] |= 1 << (i % 64);
+                }
+            }
+        }
+        KeywordScan { opts, terms, prefixes, docs: 0, total_len: 0, df: vec![0; n], matched: Vec::new(), tf: Vec::new(), counts: vec![0; n] }
     }
 
     /// Whether the query has any term at all.
@@ -69,20 +98,31 @@ impl KeywordScan {
         let (terms, counts) = (&self.terms, &mut self.counts);
         counts.iter_mut().for_each(|c| *c = 0);
         let mut any = false;
-        for_each_token(text, self.opts, |t| {
+        let prefixes = self.prefixes.as_deref();
+        let want = |w: &[u8]| {
+            prefixes.is_none_or(|p| {
+                let i = u16::from_le_bytes(prefix2(w)) as usize;
+                p[i / 64] & (1 << (i % 64)) != 0
+            })
+        };
+        for_each_token_where(text, self.opts, want, |t| {
             len = len.saturating_add(1);
-            if let Ok(i) = terms.binary_search(&t) {
-                counts[i] = counts[i].saturating_add(1);
-                any = true;
+            if let Some(t) = t {
+                if let Ok(i) = terms.binary_search(&t) {
+                    counts[i] = counts[i].saturating_add(1);
+                    any = true;
+                }
             }
         });
         self.total_len += len as u64;
         if any {
-            let tf: Vec<(u16, u16)> = self.counts.iter().enumerate().filter(|(_, c)| **c > 0).map(|(i, c)| (i as u16, *c)).collect();
-            for (i, _) in &tf {
-                self.df[*i as usize] += 1;
+            let tf_at = self.tf.len() as u32;
+            for (i, c) in self.counts.iter().enumerate().filter(|(_, c)| **c > 0) {
+                self.df[i] += 1;
+                self.tf.push((i as u16, *c));
             }
-            self.matched.push(Matched { id, len, tf });
+            let tf_len = (self.tf.len() as u32 - tf_at) as u16;
+            self.matched.push(Matched { id, len, tf_at, tf_len });
         }
     }
 
@@ -104,12 +144,17 @@ impl KeywordScan {
             .iter()
             .map(|m| {
                 let norm = p.k1 * (1.0 - p.b + p.b * m.len as f64 / avgdl);
-                let s: f64 = m.tf.iter().map(|&(i, tf)| idf[i as usize] * (tf as f64 * (p.k1 + 1.0)) / (tf as f64 + norm)).sum();
+                let tf = &self.tf[m.tf_at as usize..m.tf_at as usize + m.tf_len as usize];
+                let s: f64 = tf.iter().map(|&(i, tf)| idf[i as usize] * (tf as f64 * (p.k1 + 1.0)) / (tf as f64 + norm)).sum();
                 (m.id, s)
             })
             .collect();
-        scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0)));
-        scored.truncate(n);
+        let order = |a: &(i64, f64), b: &(i64, f64)| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0));
+        if scored.len() > n {
+            scored.select_nth_unstable_by(n - 1, order);
+            scored.truncate(n);
+        }
+        scored.sort_by(order);
         scored
     }
 }

@@ -68,9 +68,9 @@ pub struct Pool {
     heap: BinaryHeap<Worst>,
 }
 
-/// The pool size for `wanted` results: room for the competitors of every result.
+/// The pool size for `wanted` results: room for a competitor of every result.
 pub fn pool_size(wanted: usize) -> usize {
-    (4 * wanted).max(40)
+    (2 * wanted).max(40)
 }
 
 impl Pool {
@@ -208,6 +208,6 @@ mod tests {
         ids.sort();
         assert_eq!(ids, vec![2, 3]);
         assert_eq!(pool_size(5), 40);
-        assert_eq!(pool_size(20), 80);
+        assert_eq!(pool_size(50), 100);
     }
 }
