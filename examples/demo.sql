@@ -59,14 +59,15 @@ SELECT 'user-07', content, emb::vector, 'demo-4d', 0.5, now() - age, now() - age
 \echo 'Ranked by similarity alone (decay => ''none''):'
 SELECT row_number() OVER () AS rank, content, round(similarity::numeric, 3) AS similarity
   FROM agent_memory.memory_recall('user-07', '[1,0,0,0]'::vector, 6, model => 'demo-4d', decay => 'none', touch => false);
-\echo 'Ranked by memory_recall''s default: similarity × 0.995^(hours since last hit) × (0.8 + 0.4 × importance):'
+\echo 'Ranked by memory_recall''s default: similarity × (0.8 + 0.4 × importance), and a memory that has a'
+\echo 'newer, similar one (cosine >= 0.9: another version of the same preference) × 0.995^(hours since last hit):'
 SELECT row_number() OVER () AS rank, content, round(similarity::numeric, 3) AS similarity, round(score::numeric, 4) AS score
   FROM agent_memory.memory_recall('user-07', '[1,0,0,0]'::vector, 6, model => 'demo-4d', touch => false);
 
 \echo
 \echo '=== 4. Decay ranks what is current; it does not bury the past ==='
-\echo 'user-08 asked about a refund 120 days ago. "When did I first ask about the refund?" still finds it:'
-\echo 'episodic memories keep at least agent_memory.decay_floor_episodic (0.4) of their score.'
+\echo 'user-08 asked about a refund 120 days ago. "When did I first ask about the refund?" still finds it,'
+\echo 'at its whole score: nothing newer resembles it, so time does not count against it.'
 INSERT INTO agent_memory.memories (user_id, kind, content, emb, embedding_model, importance, created_at, last_hit_at)
 SELECT 'user-08', 'episodic', content, emb::vector, 'demo-4d', 0.5, now() - age, now() - age
   FROM (VALUES ('Asked about a refund for order 1042',  '[0.8, 0.6, 0, 0]', interval '120 days'),
@@ -139,19 +140,23 @@ SELECT * FROM agent_memory.memory_consolidate();
 SELECT content, kind, active, coalesce(retired_reason, CASE WHEN archived_at IS NOT NULL THEN 'archived' END) AS state,
        round(importance::numeric, 2) AS importance
   FROM agent_memory.memories WHERE user_id = 'ben' ORDER BY active DESC, kind DESC, content;
-\echo 'The summary keeps its evidence (memory_evidence), which recall no longer returns:'
+\echo 'The summary keeps its evidence (memory_evidence): the episodes moved to the archive, out of'
+\echo 'the capacity, and recall still finds a detail when the question asks for it:'
 SELECT e.content FROM agent_memory.memories s, agent_memory.memory_evidence(s.id) e
  WHERE s.user_id = 'ben' AND s.source = 'consolidation' ORDER BY e.created_at;
+SELECT content, kind, keyword_rank FROM agent_memory.memory_recall('ben', '[0,0.2,1,0.2]', 2, model => 'demo-4d',
+       touch => false, query_text => 'Where did I lose my umbrella?');
 
 \echo
-\echo '=== 9. Forgetting: at most agent_memory.capacity (400) active memories per user ==='
-\echo 'Each demo user still has far more than 400 active memories. Three of user-07''s become hard'
-\echo 'facts (protected): they are never evicted.'
+\echo '=== 9. Forgetting: at most agent_memory.capacity (400) live memories per user ==='
+\echo 'Each demo user still has far more than 400 live memories. Three of user-07''s become hard'
+\echo 'facts (protected): they are never evicted. Evicted facts retire; evicted episodes move to the'
+\echo 'archive, where recall still finds them (the record of what happened stays true).'
 UPDATE agent_memory.memories SET protected = true
  WHERE id IN (SELECT id FROM agent_memory.memories WHERE user_id = 'user-07' AND active ORDER BY id LIMIT 3);
 SELECT * FROM agent_memory.memory_forget(dry_run => true);
 SELECT * FROM agent_memory.memory_forget();
-SELECT user_id, active, protected, retired, retired_by_reason
+SELECT user_id, active - archived AS live, archived, protected, retired, retired_by_reason
   FROM agent_memory.memory_stats WHERE user_id IN ('user-07', 'user-08', 'ben') ORDER BY user_id;
 \echo 'Every pass leaves a run row; the background worker of this database runs both on a schedule:'
 SELECT job, status, steps FROM agent_memory.last_runs ORDER BY job, started_at;

@@ -16,10 +16,7 @@
 //! The final score is `similarity × importance factor × (decay(age) if it has a newer competitor,
 //! else 1)`, best first, ties to the higher similarity, then the newer id.
 
-use std::cmp::Ordering;
-use std::collections::BinaryHeap;
-
-use crate::topk::Ranked;
+use crate::topk::{Ranked, TopKWith};
 use crate::vecmath;
 
 /// A candidate in the pool.
@@ -43,30 +40,8 @@ impl PoolEntry {
     }
 }
 
-struct Worst(PoolEntry);
-
-impl PartialEq for Worst {
-    fn eq(&self, other: &Self) -> bool {
-        self.cmp(other) == Ordering::Equal
-    }
-}
-impl Eq for Worst {}
-impl PartialOrd for Worst {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for Worst {
-    fn cmp(&self, other: &Self) -> Ordering {
-        other.0.key().rank_cmp(&self.0.key())
-    }
-}
-
 /// The best `cap` candidates by their score before decay.
-pub struct Pool {
-    cap: usize,
-    heap: BinaryHeap<Worst>,
-}
+pub struct Pool(TopKWith<PoolEntry>);
 
 /// The pool size for `wanted` results: room for a competitor of every result.
 pub fn pool_size(wanted: usize) -> usize {
@@ -75,40 +50,30 @@ pub fn pool_size(wanted: usize) -> usize {
 
 impl Pool {
     pub fn new(cap: usize) -> Self {
-        Pool { cap: cap.max(1), heap: BinaryHeap::with_capacity(cap.min(1 << 16) + 1) }
+        Pool(TopKWith::new(cap.max(1)))
     }
 
     /// Whether a candidate with these values would enter the pool (so its embedding need only
     /// be copied then).
     pub fn admits(&self, id: i64, base: f64, similarity: f64) -> bool {
-        if self.heap.len() < self.cap {
-            return true;
-        }
-        let worst = &self.heap.peek().expect("a full pool is not empty").0;
-        Ranked { id, score: base, similarity }.rank_cmp(&worst.key()) == Ordering::Greater
+        self.0.admits(&Ranked { id, score: base, similarity })
     }
 
     pub fn push(&mut self, e: PoolEntry) {
-        if !self.admits(e.id, e.base, e.similarity) {
-            return;
-        }
-        self.heap.push(Worst(e));
-        if self.heap.len() > self.cap {
-            self.heap.pop();
-        }
+        self.0.push_with(e.key(), e);
     }
 
     pub fn len(&self) -> usize {
-        self.heap.len()
+        self.0.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.heap.is_empty()
+        self.0.is_empty()
     }
 
-    /// The entries, in no particular order.
+    /// The entries, best before decay first.
     pub fn into_entries(self) -> Vec<PoolEntry> {
-        self.heap.into_iter().map(|w| w.0).collect()
+        self.0.into_sorted_with().into_iter().map(|(_, e)| e).collect()
     }
 }
 

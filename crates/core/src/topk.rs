@@ -28,36 +28,39 @@ impl Ranked {
 }
 
 /// Heap entry whose `Ord` is reversed, so the `BinaryHeap` keeps the worst kept entry on top.
-#[derive(Clone, Copy, Debug)]
-struct Worst(Ranked);
+#[derive(Clone, Debug)]
+struct Worst<P>(Ranked, P);
 
-impl PartialEq for Worst {
+impl<P> PartialEq for Worst<P> {
     fn eq(&self, other: &Self) -> bool {
         self.0.rank_cmp(&other.0) == Ordering::Equal
     }
 }
-impl Eq for Worst {}
-impl PartialOrd for Worst {
+impl<P> Eq for Worst<P> {}
+impl<P> PartialOrd for Worst<P> {
     fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
         Some(self.cmp(other))
     }
 }
-impl Ord for Worst {
+impl<P> Ord for Worst<P> {
     fn cmp(&self, other: &Self) -> Ordering {
         other.0.rank_cmp(&self.0)
     }
 }
 
-/// Keeps the best `k` candidates offered to it.
+/// Keeps the best `k` candidates offered to it, each with a payload `P` (an embedding, say).
 #[derive(Debug)]
-pub struct TopK {
+pub struct TopKWith<P> {
     k: usize,
-    heap: BinaryHeap<Worst>,
+    heap: BinaryHeap<Worst<P>>,
 }
 
-impl TopK {
+/// Keeps the best `k` candidates offered to it.
+pub type TopK = TopKWith<()>;
+
+impl<P> TopKWith<P> {
     pub fn new(k: usize) -> Self {
-        TopK { k, heap: BinaryHeap::with_capacity(k.min(1 << 16) + 1) }
+        TopKWith { k, heap: BinaryHeap::with_capacity(k.min(1 << 16) + 1) }
     }
 
     /// The score a new candidate must beat to enter, once `k` are kept.
@@ -65,23 +68,21 @@ impl TopK {
         if self.heap.len() < self.k { None } else { self.heap.peek().map(|w| &w.0) }
     }
 
-    /// Offers a candidate; returns whether it was kept.
-    pub fn push(&mut self, r: Ranked) -> bool {
-        if self.k == 0 {
+    /// Whether a candidate would be kept (so that its payload need only be made then).
+    pub fn admits(&self, r: &Ranked) -> bool {
+        self.k > 0 && self.threshold().is_none_or(|worst| r.rank_cmp(worst) == Ordering::Greater)
+    }
+
+    /// Offers a candidate with its payload; returns whether it was kept.
+    pub fn push_with(&mut self, r: Ranked, payload: P) -> bool {
+        if !self.admits(&r) {
             return false;
         }
-        if self.heap.len() < self.k {
-            self.heap.push(Worst(r));
-            return true;
-        }
-        let worst = self.heap.peek().expect("heap is full, so not empty");
-        if r.rank_cmp(&worst.0) == Ordering::Greater {
+        if self.heap.len() == self.k {
             self.heap.pop();
-            self.heap.push(Worst(r));
-            true
-        } else {
-            false
         }
+        self.heap.push(Worst(r, payload));
+        true
     }
 
     pub fn len(&self) -> usize {
@@ -92,11 +93,23 @@ impl TopK {
         self.heap.is_empty()
     }
 
+    /// The kept candidates with their payloads, best first.
+    pub fn into_sorted_with(self) -> Vec<(Ranked, P)> {
+        let mut v: Vec<(Ranked, P)> = self.heap.into_iter().map(|w| (w.0, w.1)).collect();
+        v.sort_by(|a, b| b.0.rank_cmp(&a.0));
+        v
+    }
+}
+
+impl TopK {
+    /// Offers a candidate; returns whether it was kept.
+    pub fn push(&mut self, r: Ranked) -> bool {
+        self.push_with(r, ())
+    }
+
     /// The kept candidates, best first.
     pub fn into_sorted(self) -> Vec<Ranked> {
-        let mut v: Vec<Ranked> = self.heap.into_iter().map(|w| w.0).collect();
-        v.sort_by(|a, b| b.rank_cmp(a));
-        v
+        self.into_sorted_with().into_iter().map(|(r, _)| r).collect()
     }
 }
 
