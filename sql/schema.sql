@@ -44,6 +44,7 @@ CREATE TABLE agent_memory.memories (
     last_hit_at     timestamptz NOT NULL DEFAULT now(),
     hit_count       integer     NOT NULL DEFAULT 0 CHECK (hit_count >= 0),
     archived_at     timestamptz,
+    object_key      text,
     metadata        jsonb       NOT NULL DEFAULT '{}',
     CHECK (active OR retired_at IS NOT NULL),
     -- Ages are counted from these two; an infinite time has no age (recall and forgetting would
@@ -84,13 +85,15 @@ COMMENT ON COLUMN agent_memory.memories.last_hit_at IS 'When recall last returne
 COMMENT ON COLUMN agent_memory.memories.hit_count IS 'How often recall returned it (touch => false does not count); forgetting halves it every agent_memory.hit_halflife, so old popularity fades.';
 COMMENT ON COLUMN agent_memory.memories.archived_at IS 'When the memory moved to the archive: an episode at the end of its retention, over the capacity, or summarised; a one-off fact (never recalled, never rewritten). Archived memories are out of the capacity and still recalled (unless archived => false). A rewrite brings a memory back.';
 COMMENT ON COLUMN agent_memory.memories.metadata IS 'Free-form JSON of the application.';
+COMMENT ON COLUMN agent_memory.memories.object_key IS 'For a fact of a many-valued predicate (agent_memory.predicates): its object without case or surrounding blanks, so that each value is a fact of its own; NULL otherwise. Set by the write trigger.';
 
 -- The recall path: one user's active memories of one model, user first. last_hit_at and
 -- hit_count are in no index, so recall's refresh of them is a HOT update.
 CREATE INDEX memories_user_model_active ON agent_memory.memories (user_id, embedding_model) WHERE active;
--- One active fact per (user, subject, predicate), whatever the concurrency; also the exact
--- lookup of reconciliation.
-CREATE UNIQUE INDEX memories_one_active_fact ON agent_memory.memories (user_id, subject, predicate)
+-- One active fact per (user, subject, predicate) for a single-valued predicate, and per
+-- (user, subject, predicate, value) for a many-valued one, whatever the concurrency; also the
+-- exact lookup of reconciliation.
+CREATE UNIQUE INDEX memories_one_active_fact ON agent_memory.memories (user_id, subject, predicate, (coalesce(object_key, '')))
     WHERE active AND subject IS NOT NULL AND predicate IS NOT NULL;
 -- Idempotent free-text writes find identical content by its hash.
 CREATE INDEX memories_user_content_hash ON agent_memory.memories (user_id, md5(content)) WHERE active;
@@ -118,6 +121,39 @@ CREATE TABLE agent_memory.embedding_models (
 );
 COMMENT ON TABLE agent_memory.embedding_models IS 'Embedding models in use and their dimension; a write or query of another dimension is an error.';
 
+-- The predicates of facts: single-valued ('one': a new object supersedes the old, such as an
+-- editor, a city, an employer) or many-valued ('many': each object is a fact of its own, such as
+-- likes, children, languages spoken), and aliases (another name of a predicate, written as it).
+-- A predicate nobody declared is single-valued. Operators add rows; reconcile records a
+-- caller's cardinality => 'one' | 'many'.
+CREATE TABLE agent_memory.predicates (
+    predicate   text        PRIMARY KEY CHECK (predicate <> ''),
+    cardinality text        NOT NULL DEFAULT 'one' CHECK (cardinality IN ('one', 'many')),
+    alias_of    text        REFERENCES agent_memory.predicates (predicate) ON UPDATE CASCADE,
+    seeded      boolean     NOT NULL DEFAULT false,
+    created_at  timestamptz NOT NULL DEFAULT now(),
+    CHECK (alias_of IS DISTINCT FROM predicate)
+);
+COMMENT ON TABLE agent_memory.predicates IS
+    'Predicates of facts: cardinality one (a new object supersedes the old) or many (each object is a fact of its own), and aliases (alias_of: written as that predicate). Undeclared predicates are single-valued.';
+INSERT INTO agent_memory.predicates (predicate, cardinality, seeded) SELECT p, c, true FROM (VALUES
+    -- single-valued
+    ('name', 'one'), ('editor', 'one'), ('os', 'one'), ('theme', 'one'), ('lives_in', 'one'), ('employer', 'one'),
+    ('job_title', 'one'), ('time_zone', 'one'), ('language', 'one'), ('nationality', 'one'), ('birthday', 'one'),
+    ('email', 'one'), ('phone', 'one'), ('diet', 'one'),
+    ('名字', 'one'), ('住在', 'one'), ('公司', 'one'), ('职位', 'one'), ('时区', 'one'), ('编辑器', 'one'),
+    -- many-valued
+    ('likes', 'many'), ('dislikes', 'many'), ('has_child', 'many'), ('speaks', 'many'), ('has_pet', 'many'),
+    ('allergy', 'many'), ('hobby', 'many'), ('interest', 'many'), ('skill', 'many'), ('owns', 'many'),
+    ('visited', 'many'), ('friend', 'many'), ('sibling', 'many'), ('goal', 'many'),
+    ('喜欢', 'many'), ('不喜欢', 'many'), ('孩子', 'many'), ('会说', 'many'), ('宠物', 'many'), ('过敏', 'many'),
+    ('爱好', 'many'), ('朋友', 'many')) v(p, c);
+INSERT INTO agent_memory.predicates (predicate, cardinality, alias_of, seeded) SELECT p, c, a, true FROM (VALUES
+    ('works_at', 'one', 'employer'), ('company', 'one', 'employer'), ('city', 'one', 'lives_in'),
+    ('home', 'one', 'lives_in'), ('timezone', 'one', 'time_zone'), ('allergic_to', 'many', 'allergy'),
+    ('child', 'many', 'has_child'), ('pet', 'many', 'has_pet'), ('languages', 'many', 'speaks'),
+    ('like', 'many', 'likes'), ('hobbies', 'many', 'hobby')) v(p, c, a);
+
 -- The write-time policies, for every path that writes memories (reconcile, update, COPY, INSERT):
 -- embeddings are L2-normalised and checked against their model's dimension; a missing importance
 -- comes from the importance rule and a missing expires_at from the retention settings; protected
@@ -136,6 +172,7 @@ AS $body$
 DECLARE
     dims       integer;
     registered integer;
+    canonical  text;
 BEGIN
     IF TG_OP = 'INSERT' OR NEW.emb OPERATOR(@vs@.<>) OLD.emb
        OR NEW.embedding_model IS DISTINCT FROM OLD.embedding_model THEN
@@ -157,6 +194,23 @@ BEGIN
                       HINT = 'Store the embedding of the memory''s content: a non-zero vector.';
         END IF;
         NEW.emb := @vs@.l2_normalize(NEW.emb);
+    END IF;
+
+    -- A predicate under another name is written as its own name; a fact of a many-valued
+    -- predicate is keyed by its value too.
+    IF NEW.predicate IS NOT NULL AND (TG_OP = 'INSERT' OR NEW.predicate IS DISTINCT FROM OLD.predicate
+                                      OR NEW.object IS DISTINCT FROM OLD.object) THEN
+        canonical := NULL;
+        SELECT p.alias_of INTO canonical FROM agent_memory.predicates p WHERE p.predicate = NEW.predicate;
+        IF canonical IS NOT NULL THEN
+            NEW.predicate := canonical;
+        END IF;
+        IF NEW.object IS NOT NULL AND EXISTS (SELECT 1 FROM agent_memory.predicates p
+                                               WHERE p.predicate = NEW.predicate AND p.cardinality = 'many') THEN
+            NEW.object_key := lower(btrim(NEW.object));
+        ELSE
+            NEW.object_key := NULL;
+        END IF;
     END IF;
 
     IF TG_OP = 'INSERT' THEN
@@ -307,6 +361,8 @@ SELECT pg_catalog.pg_extension_config_dump('agent_memory.turns', '');
 SELECT pg_catalog.pg_extension_config_dump('agent_memory.embedding_models', '');
 SELECT pg_catalog.pg_extension_config_dump('agent_memory.runs', '');
 SELECT pg_catalog.pg_extension_config_dump('agent_memory.maintenance_state', '');
+-- The seeded predicates come with CREATE EXTENSION; only those added later are dumped.
+SELECT pg_catalog.pg_extension_config_dump('agent_memory.predicates', 'WHERE NOT seeded');
 SELECT pg_catalog.pg_extension_config_dump(pg_catalog.pg_get_serial_sequence('agent_memory.memories', 'id'), '');
 SELECT pg_catalog.pg_extension_config_dump(pg_catalog.pg_get_serial_sequence('agent_memory.turns', 'id'), '');
 SELECT pg_catalog.pg_extension_config_dump(pg_catalog.pg_get_serial_sequence('agent_memory.runs', 'id'), '');
@@ -332,6 +388,7 @@ GRANT USAGE ON SCHEMA agent_memory TO agent_memory_worker;
 GRANT SELECT, INSERT, UPDATE, DELETE ON agent_memory.memories, agent_memory.runs, agent_memory.maintenance_state
     TO agent_memory_worker;
 GRANT SELECT, INSERT ON agent_memory.embedding_models TO agent_memory_worker;
+GRANT SELECT ON agent_memory.predicates TO agent_memory_worker;
 GRANT SELECT ON agent_memory.turns TO agent_memory_worker;
 DO $do$
 BEGIN

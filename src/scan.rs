@@ -38,12 +38,17 @@ pub struct Candidate {
     pub emb: pg_sys::Datum,
     /// The `content` datum (a `text`), in the buffer or a toast pointer.
     pub content: pg_sys::Datum,
+    /// The `predicate` and `object_key` datums (`text`), when not NULL.
+    pub predicate: Option<pg_sys::Datum>,
+    pub object_key: Option<pg_sys::Datum>,
 }
 
 /// The attributes the scan reads, by number.
 struct Columns {
     id: usize,
     content: usize,
+    predicate: usize,
+    object_key: usize,
     kind: usize,
     emb: usize,
     importance: usize,
@@ -63,6 +68,8 @@ impl Columns {
         [
             self.id,
             self.content,
+            self.predicate,
+            self.object_key,
             self.kind,
             self.emb,
             self.importance,
@@ -230,6 +237,8 @@ fn scan_active(
     let cols = Columns {
         id: attnum(rel_oid, c"id")?,
         content: attnum(rel_oid, c"content")?,
+        predicate: attnum(rel_oid, c"predicate")?,
+        object_key: attnum(rel_oid, c"object_key")?,
         kind: attnum(rel_oid, c"kind")?,
         emb: attnum(rel_oid, c"emb")?,
         importance: attnum(rel_oid, c"importance")?,
@@ -297,6 +306,8 @@ fn scan_active(
                 tid: (*s.slot).tts_tid,
                 emb,
                 content,
+                predicate: get(cols.predicate),
+                object_key: get(cols.object_key),
             };
             if !f(&c)? {
                 drop(s);

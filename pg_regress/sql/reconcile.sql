@@ -43,17 +43,22 @@ SELECT emb, version FROM agent_memory.memories WHERE user_id = 'half-user';
 -- Embeddings are stored at unit length.
 SELECT bool_and(abs(vector_norm(emb) - 1) < 1e-6) AS unit_length FROM agent_memory.memories WHERE user_id = 'rounds-user';
 
--- "The same fact" by similarity when the predicate is paraphrased: cosine >= 0.9
--- (agent_memory.reconcile_similarity) with an active memory of the same user and kind.
+-- Different explicit predicates are different facts, however similar their texts: no
+-- similarity fallback between them.
 SELECT action, previous_id IS NOT NULL AS supersedes, version
   FROM agent_memory.memory_reconcile('para-user', 'user', 'editor', 'vim', 'Uses vim as editor', '[1,0,0,0]'::vector);
-SELECT action, previous_id = (SELECT id FROM agent_memory.memories WHERE user_id = 'para-user' AND object = 'vim') AS supersedes_vim, version
+SELECT action, previous_id IS NOT NULL AS supersedes, version
   FROM agent_memory.memory_reconcile('para-user', 'user', 'text_editor', 'neovim', 'Has switched to neovim', '[0.98,0.05,0,0]'::vector);
+-- The same predicate under another name is declared as an alias, and then it is the same fact.
+INSERT INTO agent_memory.predicates (predicate, alias_of) VALUES ('code_editor', 'editor');
+SELECT action, previous_id = (SELECT id FROM agent_memory.memories WHERE user_id = 'para-user' AND object = 'vim') AS supersedes_vim, version
+  FROM agent_memory.memory_reconcile('para-user', 'user', 'code_editor', 'helix', 'Tries helix', '[0.9,0.3,0,0]'::vector);
+-- "The same fact" by similarity (cosine >= 0.9, agent_memory.reconcile_similarity) between a
+-- fact and a free-text memory of the same user and kind.
+SELECT action FROM agent_memory.memory_reconcile('para-user', NULL, NULL, NULL, 'Has a cat', '[0,0,1,0]'::vector);
+SELECT action, previous_id IS NOT NULL AS supersedes FROM agent_memory.memory_reconcile('para-user', 'user', 'pet', 'cat', 'Has a cat called Miso', '[0,0.05,1,0]'::vector);
 -- Dissimilar facts stay apart.
-SELECT action FROM agent_memory.memory_reconcile('para-user', 'user', 'pet', 'cat', 'Has a cat', '[0,0,1,0]'::vector);
-SET agent_memory.reconcile_similarity = 0.9999;
-SELECT action FROM agent_memory.memory_reconcile('para-user', 'user', 'code_editor', 'helix', 'Tries helix', '[0.9,0.3,0,0]'::vector);
-RESET agent_memory.reconcile_similarity;
+SELECT action FROM agent_memory.memory_reconcile('para-user', 'user', 'os', 'Debian', 'Runs Debian', '[0,0,0,1]'::vector);
 SELECT predicate, object, active FROM agent_memory.memories WHERE user_id = 'para-user' ORDER BY id;
 
 -- Free text: identical content is an idempotent NONE (nothing changes); similar

@@ -18,7 +18,7 @@
 //!
 //! Nothing is deleted. With `dry_run`, each step counts what it would change.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use agent_memory_core::consolidate::{cluster_near_duplicates, extractive_summary, mean_direction, summary_budget};
 use agent_memory_core::vecmath;
@@ -180,10 +180,13 @@ fn merge_duplicates<D: Driver>(d: &mut D, dry_run: bool, batch: i64, would: &mut
 /// One user's near-duplicate merges: `(id, keeper)` pairs. The write trigger stores every
 /// embedding at unit length, so they are compared as stored, copied once into one buffer.
 fn similar_pairs(user: &str, model: &str, threshold: f64, skip: &HashSet<i64>, scanned: &mut usize) -> Result<Vec<(i64, i64)>> {
-    // SAFETY: reads the start time of the transaction, which is what now() returns.
-    let now = unsafe { pg_sys::GetCurrentTransactionStartTimestamp() };
+    let now = crate::vector::transaction_start();
     let kinds = ["semantic".to_string()];
-    let mut rows: Vec<(i64, i64, usize)> = Vec::new();
+    // Rows are clustered within groups that may merge: the same polarity (a statement never
+    // merges with its contradiction), and the same predicate and value (facts of different
+    // predicates, or different values of a many-valued one, are different facts).
+    type Group = (bool, Option<String>, Option<String>);
+    let mut groups: HashMap<Group, Vec<(i64, i64, usize)>> = HashMap::new();
     let mut flat: Vec<f32> = Vec::new();
     let mut dims = None;
     let mut scratch = Vec::new();
@@ -198,17 +201,32 @@ fn similar_pairs(user: &str, model: &str, threshold: f64, skip: &HashSet<i64>, s
             if *dims.get_or_insert(emb.dims()) != emb.dims() {
                 return Ok(true);
             }
-            rows.push((c.created, c.id, flat.len()));
+            // SAFETY: `content`, `predicate` and `object_key` are `text` datums of the row.
+            let (negated, predicate, value) = unsafe {
+                (
+                    agent_memory_core::polarity::is_negated(&crate::vector::text_of(c.content)),
+                    c.predicate.map(|d| crate::vector::text_of(d).into_owned()),
+                    c.object_key.map(|d| crate::vector::text_of(d).into_owned()),
+                )
+            };
+            groups.entry((negated, predicate, value)).or_default().push((c.created, c.id, flat.len()));
             emb.with_f32(&mut scratch, |x| flat.extend_from_slice(x));
             Ok(true)
         })
     })?;
     let dims = dims.unwrap_or(0);
-    // Newest first: the newest of a group is kept.
-    rows.sort_by(|a, b| b.0.cmp(&a.0).then(b.1.cmp(&a.1)));
-    let vectors: Vec<&[f32]> = rows.iter().map(|r| &flat[r.2..r.2 + dims]).collect();
-    let keeper_of = cluster_near_duplicates(&vectors, threshold);
-    Ok(keeper_of.iter().enumerate().filter(|(i, k)| *i != **k).map(|(i, &k)| (rows[i].1, rows[k].1)).collect())
+    let mut pairs = Vec::new();
+    let mut keys: Vec<&Group> = groups.keys().collect();
+    keys.sort();
+    for key in keys {
+        let mut rows = groups[key].clone();
+        // Newest first: the newest of a group is kept.
+        rows.sort_by(|a, b| b.0.cmp(&a.0).then(b.1.cmp(&a.1)));
+        let vectors: Vec<&[f32]> = rows.iter().map(|r| &flat[r.2..r.2 + dims]).collect();
+        let keeper_of = cluster_near_duplicates(&vectors, threshold);
+        pairs.extend(keeper_of.iter().enumerate().filter(|(i, k)| *i != **k).map(|(i, &k)| (rows[i].1, rows[k].1)));
+    }
+    Ok(pairs)
 }
 
 fn merge_similar<D: Driver>(d: &mut D, dry_run: bool, batch: i64, would: &mut WouldChange) -> Result<i64> {

@@ -10,6 +10,7 @@
 
 use std::collections::HashMap;
 
+use agent_memory_core::polarity::{negated_value, relate, Relation};
 use agent_memory_core::reconcile::{decide, most_similar, Action, Decision, Match, MatchKind};
 use agent_memory_core::vecmath;
 use pgrx::datum::{JsonB, TimestampWithTimeZone};
@@ -25,7 +26,7 @@ use crate::gucs;
 use crate::vector::{new_vector_array, HalfVec, IntoVectorDatum, Vector, VectorDatum};
 
 /// One candidate fact, from the single-fact call or one element of a batch.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Fact {
     pub subject: Option<String>,
@@ -39,6 +40,8 @@ pub struct Fact {
     pub protected: Option<bool>,
     #[serde(default)]
     pub negate: bool,
+    /// `one` or `many`: records the predicate's cardinality in `agent_memory.predicates`.
+    pub cardinality: Option<String>,
     pub source: Option<String>,
     pub source_turn_id: Option<i64>,
     /// Text in any form `timestamptz` accepts.
@@ -65,6 +68,7 @@ impl Fact {
             ("expires_at", &self.expires_at),
             ("valid_until", &self.valid_until),
             ("action", &self.action),
+            ("cardinality", &self.cardinality),
         ];
         for (name, text) in texts {
             if text.as_deref().is_some_and(|t| t.contains('\0')) {
@@ -109,11 +113,15 @@ enum Slot {
     New(usize),
 }
 
+/// The key of a fact: (subject, predicate, value) where the value (the object without case or
+/// surrounding blanks) is part of the key only for a many-valued predicate.
+type Key = (String, String, Option<String>);
+
 /// What the call knows of a row while it decides.
 struct RowState {
     version: i32,
     active: bool,
-    key: Option<(String, String)>,
+    key: Option<Key>,
     content: Option<(String, bool)>,
     object: Option<String>,
 }
@@ -123,6 +131,8 @@ struct NewRow {
     fact_index: usize,
     kind: String,
     unit: Vec<f32>,
+    content: String,
+    predicate: Option<String>,
     /// The caller's importance; NULL lets the write trigger apply the importance rule.
     importance: Option<f32>,
     /// The importance this row starts from when a later fact reinforces it.
@@ -149,7 +159,17 @@ struct Pending {
 }
 
 const LOCK_USER: &str = "SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtextextended('agent_memory.user:' || $1, 0))";
-const LOAD_KEYS: &str = "SELECT m.id, m.version, m.subject, m.predicate, m.object, m.kind = 'episodic' \
+/// Each name's canonical predicate, and whether that is many-valued.
+const LOAD_PREDICATES: &str = "SELECT n.name, coalesce(p.alias_of, n.name), coalesce(c.cardinality = 'many', false) \
+       FROM unnest($1::text[]) AS n(name) \
+       LEFT JOIN agent_memory.predicates p ON p.predicate = n.name \
+       LEFT JOIN agent_memory.predicates c ON c.predicate = coalesce(p.alias_of, n.name)";
+/// Records a caller's cardinality for a predicate (for an alias, for its canonical name).
+const RECORD_PREDICATE: &str = "INSERT INTO agent_memory.predicates (predicate, cardinality) \
+     SELECT coalesce((SELECT p.alias_of FROM agent_memory.predicates p WHERE p.predicate = $1), $1), $2 \
+     ON CONFLICT (predicate) DO UPDATE SET cardinality = excluded.cardinality \
+      WHERE agent_memory.predicates.cardinality IS DISTINCT FROM excluded.cardinality";
+const LOAD_KEYS: &str = "SELECT m.id, m.version, m.subject, m.predicate, m.object, m.kind = 'episodic', m.object_key \
        FROM agent_memory.memories m \
       WHERE m.user_id = $1 AND m.active AND m.subject IS NOT NULL AND m.predicate IS NOT NULL \
         AND (m.subject, m.predicate) IN (SELECT * FROM unnest($2::text[], $3::text[])) \
@@ -159,9 +179,9 @@ const LOAD_CONTENT: &str = "SELECT m.id, m.version, m.content, m.kind = 'episodi
       WHERE m.user_id = $1 AND m.active AND m.embedding_model = $2 \
         AND md5(m.content) IN (SELECT md5(c) FROM unnest($3::text[]) c) AND m.content = ANY ($3::text[]) \
       ORDER BY m.id FOR UPDATE";
-const LOAD_TARGETS: &str = "SELECT id, version, active, user_id = $2, subject, predicate, object, kind = 'episodic' \
+const LOAD_TARGETS: &str = "SELECT id, version, active, user_id = $2, subject, predicate, object, kind = 'episodic', object_key \
        FROM agent_memory.memories WHERE id = ANY ($1) ORDER BY id FOR UPDATE";
-const LOAD_KNOWN: &str = "SELECT id, version, emb, kind = 'episodic', object, subject, predicate \
+const LOAD_KNOWN: &str = "SELECT id, version, emb, kind = 'episodic', object, subject, predicate, object_key, content \
        FROM agent_memory.memories WHERE user_id = $1 AND embedding_model = $2 AND active ORDER BY id";
 const NEXT_IDS: &str = "SELECT nextval(pg_catalog.pg_get_serial_sequence('agent_memory.memories', 'id')) \
        FROM generate_series(1, $1)";
@@ -172,10 +192,11 @@ const RETIRE_MANY: &str = "UPDATE agent_memory.memories m \
   RETURNING m.id, m.version";
 const REINFORCE_MANY: &str = "UPDATE agent_memory.memories m \
         SET importance = least(1, m.importance + 0.1 * r.n), hit_count = m.hit_count + r.n, last_hit_at = now(), \
-            expires_at = CASE WHEN m.protected THEN NULL ELSE \
+            expires_at = CASE WHEN m.protected THEN NULL WHEN r.expires_at IS NOT NULL THEN r.expires_at::timestamptz ELSE \
                 (SELECT CASE WHEN x IS NULL THEN NULL ELSE greatest(m.expires_at, now() + x) END \
-                   FROM agent_memory.memory_retention(m.kind, least(1, m.importance + 0.1 * r.n)::real, m.protected) x) END \
-       FROM unnest($1::bigint[], $2::integer[], $3::integer[]) AS r(id, version, n) \
+                   FROM agent_memory.memory_retention(m.kind, least(1, m.importance + 0.1 * r.n)::real, m.protected) x) END, \
+            valid_until = coalesce(r.valid_until::timestamptz, m.valid_until) \
+       FROM unnest($1::bigint[], $2::integer[], $3::integer[], $4::text[], $5::text[]) AS r(id, version, n, expires_at, valid_until) \
       WHERE m.id = r.id AND m.version = r.version AND m.active \
   RETURNING m.id, m.version";
 const INSERT_MANY: &str = "INSERT INTO agent_memory.memories \
@@ -199,12 +220,22 @@ pub const BATCH_SIMILARITY_WINDOW: usize = 512;
 /// The memories the similarity fallback compares a fact with: every active memory of the user
 /// and model from before the call, and the call's most recent new rows.
 struct Known {
-    existing: Vec<(Slot, bool, Vec<f32>)>,
-    recent: std::collections::VecDeque<(Slot, bool, Vec<f32>)>,
+    existing: Vec<KnownRow>,
+    recent: std::collections::VecDeque<KnownRow>,
+}
+
+/// A memory the similarity fallback may match.
+struct KnownRow {
+    slot: Slot,
+    episodic: bool,
+    unit: Vec<f32>,
+    content: String,
+    /// The (canonical) predicate of a structured fact; `None` for free text.
+    predicate: Option<String>,
 }
 
 impl Known {
-    fn push_new(&mut self, entry: (Slot, bool, Vec<f32>)) {
+    fn push_new(&mut self, entry: KnownRow) {
         if self.recent.len() == BATCH_SIMILARITY_WINDOW {
             self.recent.pop_front();
         }
@@ -212,8 +243,8 @@ impl Known {
     }
 
     fn remove(&mut self, slot: Slot) {
-        self.existing.retain(|m| m.0 != slot);
-        self.recent.retain(|m| m.0 != slot);
+        self.existing.retain(|m| m.slot != slot);
+        self.recent.retain(|m| m.slot != slot);
     }
 }
 
@@ -228,12 +259,15 @@ pub struct Reconciler<'a, 'c> {
     reconcile_similarity: f64,
     merge_similarity: f64,
     rows: HashMap<Slot, RowState>,
-    by_key: HashMap<(String, String), Slot>,
+    by_key: HashMap<Key, Slot>,
+    /// The many-valued predicates among the call's (canonical names).
+    many: std::collections::HashSet<String>,
     by_content: HashMap<(String, bool), Slot>,
     known: Option<Known>,
     new_rows: Vec<NewRow>,
     retire: Vec<(i64, i32, &'static str, Option<Slot>)>,
-    reinforce: HashMap<i64, (i32, i32)>,
+    /// Reinforced rows: (version read, times, the caller's expires_at and valid_until).
+    reinforce: HashMap<i64, (i32, i32, Option<String>, Option<String>)>,
 }
 
 /// A NOT NULL column read as NULL: the schema is not what this library expects.
@@ -262,6 +296,7 @@ impl<'a, 'c> Reconciler<'a, 'c> {
             merge_similarity: gucs::merge_similarity(),
             rows: HashMap::new(),
             by_key: HashMap::new(),
+            many: std::collections::HashSet::new(),
             by_content: HashMap::new(),
             known: None,
             new_rows: Vec::new(),
@@ -306,6 +341,54 @@ impl<'a, 'c> Reconciler<'a, 'c> {
         self.rows.entry(slot).or_insert(state);
     }
 
+    /// The key of a structured fact (its predicate already canonical): the value is part of it
+    /// for a many-valued predicate.
+    fn key_of(&self, subject: &str, predicate: &str, object: Option<&str>) -> Key {
+        let value = if self.many.contains(predicate) { object.map(|o| o.trim().to_lowercase()) } else { None };
+        (subject.to_string(), predicate.to_string(), value)
+    }
+
+    /// Reads the predicates of the call (recording a caller's cardinality first), and rewrites
+    /// each fact's predicate to its canonical name.
+    fn predicates(&mut self, facts: &mut [Fact]) -> Result<()> {
+        for f in facts.iter() {
+            if let (Some(c), Some(p)) = (&f.cardinality, &f.predicate) {
+                if c != "one" && c != "many" {
+                    return Err(MemoryError::invalid_parameter(format!("cardinality must be 'one' or 'many', not \"{c}\""))
+                        .hint("'one': a new object supersedes the old (editor, city); 'many': each object is a fact of its own (likes, children)."));
+                }
+                crate::plans::write(self.client, RECORD_PREDICATE, &[p.clone().into(), c.clone().into()])
+                    .map_err(spi("recording the predicate"))?;
+            } else if f.cardinality.is_some() {
+                return Err(MemoryError::invalid_parameter("cardinality needs a predicate").hint("Pass cardinality with a structured fact (subject, predicate, object)."));
+            }
+        }
+        let names: Vec<Option<String>> = facts.iter().filter_map(|f| f.predicate.clone()).map(Some).collect();
+        if names.is_empty() {
+            return Ok(());
+        }
+        let mut canonical: HashMap<String, String> = HashMap::new();
+        let table = crate::plans::read(self.client, LOAD_PREDICATES, &[names.into()]).map_err(spi("reading the predicates"))?;
+        for r in table {
+            let e = spi("reading the predicates");
+            let (Some(name), Some(canon), Some(many)) = (r.get::<String>(1).map_err(&e)?, r.get::<String>(2).map_err(&e)?, r.get::<bool>(3).map_err(&e)?) else {
+                continue;
+            };
+            if many {
+                self.many.insert(canon.clone());
+            }
+            canonical.insert(name, canon);
+        }
+        for f in facts.iter_mut() {
+            if let Some(p) = &f.predicate {
+                if let Some(c) = canonical.get(p) {
+                    f.predicate = Some(c.clone());
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Reads the active facts with the batch's keys, the active memories with the batch's free
     /// texts, and the targets of caller-decided actions.
     fn load(&mut self, facts: &[Fact]) -> Result<()> {
@@ -316,14 +399,13 @@ impl<'a, 'c> Reconciler<'a, 'c> {
             let table = crate::plans::write(self.client, LOAD_KEYS, &[self.user.clone().into(), subjects.into(), predicates.into()])
                 .map_err(spi("reading the user's facts"))?;
             for r in table {
-                let id: i64 = r.get(1).map_err(spi("reading id"))?.unwrap_or_default();
+                let id: i64 = r.get(1).map_err(spi("reading id"))?.ok_or_else(|| not_null("id"))?;
+                let subject: String = r.get(3).map_err(spi("reading subject"))?.ok_or_else(|| not_null("subject"))?;
+                let predicate: String = r.get(4).map_err(spi("reading predicate"))?.ok_or_else(|| not_null("predicate"))?;
                 let state = RowState {
-                    version: r.get(2).map_err(spi("reading version"))?.unwrap_or(1),
+                    version: r.get(2).map_err(spi("reading version"))?.ok_or_else(|| not_null("version"))?,
                     active: true,
-                    key: Some((
-                        r.get::<String>(3).map_err(spi("reading subject"))?.unwrap_or_default(),
-                        r.get::<String>(4).map_err(spi("reading predicate"))?.unwrap_or_default(),
-                    )),
+                    key: Some((subject, predicate, r.get::<String>(7).map_err(spi("reading object_key"))?)),
                     content: None,
                     object: r.get(5).map_err(spi("reading object"))?,
                 };
@@ -336,11 +418,11 @@ impl<'a, 'c> Reconciler<'a, 'c> {
             let table = crate::plans::write(self.client, LOAD_CONTENT, &[self.user.clone().into(), self.model.clone().into(), texts.into()])
                 .map_err(spi("reading the user's memories"))?;
             for r in table {
-                let id: i64 = r.get(1).map_err(spi("reading id"))?.unwrap_or_default();
+                let id: i64 = r.get(1).map_err(spi("reading id"))?.ok_or_else(|| not_null("id"))?;
                 let episodic: bool = r.get(4).map_err(spi("reading kind"))?.unwrap_or(false);
-                let content: String = r.get(3).map_err(spi("reading content"))?.unwrap_or_default();
+                let content: String = r.get(3).map_err(spi("reading content"))?.ok_or_else(|| not_null("content"))?;
                 let state = RowState {
-                    version: r.get(2).map_err(spi("reading version"))?.unwrap_or(1),
+                    version: r.get(2).map_err(spi("reading version"))?.ok_or_else(|| not_null("version"))?,
                     active: true,
                     key: None,
                     content: Some((content, episodic)),
@@ -354,16 +436,17 @@ impl<'a, 'c> Reconciler<'a, 'c> {
             let table = crate::plans::write(self.client, LOAD_TARGETS, &[targets.into(), self.user.clone().into()])
                 .map_err(spi("reading the target memories"))?;
             for r in table {
-                let id: i64 = r.get(1).map_err(spi("reading id"))?.unwrap_or_default();
+                let id: i64 = r.get(1).map_err(spi("reading id"))?.ok_or_else(|| not_null("id"))?;
                 if !r.get::<bool>(4).map_err(spi("reading user_id"))?.unwrap_or(false) {
                     continue; // another user's memory: reported as not found
                 }
                 let subject: Option<String> = r.get(5).map_err(spi("reading subject"))?;
                 let predicate: Option<String> = r.get(6).map_err(spi("reading predicate"))?;
+                let object_key: Option<String> = r.get(9).map_err(spi("reading object_key"))?;
                 let state = RowState {
-                    version: r.get(2).map_err(spi("reading version"))?.unwrap_or(1),
-                    active: r.get(3).map_err(spi("reading active"))?.unwrap_or(false),
-                    key: subject.zip(predicate),
+                    version: r.get(2).map_err(spi("reading version"))?.ok_or_else(|| not_null("version"))?,
+                    active: r.get(3).map_err(spi("reading active"))?.ok_or_else(|| not_null("active"))?,
+                    key: subject.zip(predicate).map(|(s, p)| (s, p, object_key)),
                     content: None,
                     object: r.get(7).map_err(spi("reading object"))?,
                 };
@@ -388,7 +471,7 @@ impl<'a, 'c> Reconciler<'a, 'c> {
                 pgrx::check_for_interrupts!();
                 let id: i64 = table.get(1).map_err(spi("reading id"))?.ok_or_else(|| not_null("id"))?;
                 let version: i32 = table.get(2).map_err(spi("reading version"))?.ok_or_else(|| not_null("version"))?;
-                let Some(raw) = table.get_datum_by_ordinal(3).map_err(spi("reading emb"))? else { continue };
+                let Some(raw) = table.get_datum_by_ordinal(3).map_err(spi("reading emb"))? else { return Err(not_null("emb")) };
                 // SAFETY: column 3 is `memories.emb`, of type `vector`.
                 let emb = unsafe { VectorDatum::from_datum(raw, crate::vector::Element::F32) }?;
                 let unit = emb.with_f32(&mut Vec::new(), vecmath::normalized);
@@ -396,17 +479,26 @@ impl<'a, 'c> Reconciler<'a, 'c> {
                 let object: Option<String> = table.get(5).map_err(spi("reading object"))?;
                 let subject: Option<String> = table.get(6).map_err(spi("reading subject"))?;
                 let predicate: Option<String> = table.get(7).map_err(spi("reading predicate"))?;
-                found.push((id, RowState { version, active: true, key: subject.zip(predicate), content: None, object }));
-                existing.push((Slot::Existing(id), episodic, unit));
+                let object_key: Option<String> = table.get(8).map_err(spi("reading object_key"))?;
+                let content: String = table.get(9).map_err(spi("reading content"))?.ok_or_else(|| not_null("content"))?;
+                let key = subject.zip(predicate.clone()).map(|(s, p)| (s, p, object_key));
+                found.push((id, RowState { version, active: true, key, content: None, object }));
+                existing.push(KnownRow { slot: Slot::Existing(id), episodic, unit, content, predicate });
             }
             // Rows this call already retired are no candidates.
-            existing.retain(|(slot, _, _)| self.rows.get(slot).is_none_or(|r| r.active));
+            existing.retain(|k| self.rows.get(&k.slot).is_none_or(|r| r.active));
             for (id, state) in found {
                 self.rows.entry(Slot::Existing(id)).or_insert(state);
             }
             let mut known = Known { existing, recent: std::collections::VecDeque::new() };
-            for nr in self.new_rows.iter().enumerate().filter(|(_, n)| n.active) {
-                known.push_new((Slot::New(nr.0), nr.1.kind == "episodic", nr.1.unit.clone()));
+            for (i, n) in self.new_rows.iter().enumerate().filter(|(_, n)| n.active) {
+                known.push_new(KnownRow {
+                    slot: Slot::New(i),
+                    episodic: n.kind == "episodic",
+                    unit: n.unit.clone(),
+                    content: n.content.clone(),
+                    predicate: n.predicate.clone(),
+                });
             }
             self.known = Some(known);
         }
@@ -422,23 +514,62 @@ impl<'a, 'c> Reconciler<'a, 'c> {
         Some((slot, Match { id, version: r.version, object: r.object.clone(), by }))
     }
 
-    /// The most similar active memory of the same kind at or above `threshold`.
-    fn similar(&mut self, unit: &[f32], episodic: bool, threshold: f64) -> Result<Option<(Slot, Match)>> {
+    /// The similarity fallback of a structured fact: the most similar active memory of the same
+    /// kind at or above `threshold` that is free text or a fact of the same predicate (never one
+    /// of another predicate: different predicates are different facts). A many-valued
+    /// predicate's values are told apart by their key, so only free text is a candidate.
+    fn similar_fact(&mut self, unit: &[f32], episodic: bool, predicate: &str, threshold: f64) -> Result<Option<(Slot, Match)>> {
+        let many = self.many.contains(predicate);
         let known = self.known()?;
-        let same_kind: Vec<&(Slot, bool, Vec<f32>)> = known.existing.iter().chain(known.recent.iter()).filter(|m| m.1 == episodic).collect();
+        let candidates: Vec<&KnownRow> = known
+            .existing
+            .iter()
+            .chain(known.recent.iter())
+            .filter(|m| m.episodic == episodic && (m.predicate.is_none() || (!many && m.predicate.as_deref() == Some(predicate))))
+            .collect();
         let mut checked = 0usize;
         let best = most_similar(
-            same_kind.iter().map(|m| {
+            candidates.iter().map(|m| {
                 checked += 1;
                 if checked % 4096 == 0 {
                     pgrx::check_for_interrupts!();
                 }
-                vecmath::dot(unit, &m.2)
+                vecmath::dot(unit, &m.unit)
             }),
             threshold,
         );
-        let found = best.map(|(i, s)| (same_kind[i].0, s));
+        let found = best.map(|(i, s)| (candidates[i].slot, s));
         Ok(found.and_then(|(slot, s)| self.as_match(slot, MatchKind::Similarity(s))))
+    }
+
+    /// The similarity fallback of free text: the most similar active memory of the same kind that
+    /// says the same thing (the same polarity, and a cosine of at least the merge threshold, or a
+    /// little less with nearly the same words) or contradicts it (the opposite polarity about the
+    /// same words: `agent_memory_core::polarity`).
+    fn similar_text(&mut self, unit: &[f32], episodic: bool, content: &str) -> Result<Option<(Slot, Match)>> {
+        let merge = self.merge_similarity;
+        let floor = agent_memory_core::polarity::CONTRADICTION_COSINE.min(merge - 0.07);
+        let known = self.known()?;
+        let mut best: Option<(Slot, f64, Relation)> = None;
+        let mut checked = 0usize;
+        for m in known.existing.iter().chain(known.recent.iter()).filter(|m| m.episodic == episodic) {
+            checked += 1;
+            if checked % 4096 == 0 {
+                pgrx::check_for_interrupts!();
+            }
+            let cosine = vecmath::dot(unit, &m.unit);
+            if cosine < floor || best.is_some_and(|(_, b, _)| cosine < b) {
+                continue;
+            }
+            match relate(&m.content, content, cosine, merge) {
+                Relation::Unrelated => {}
+                r => best = Some((m.slot, cosine, r)),
+            }
+        }
+        Ok(best.and_then(|(slot, cosine, r)| {
+            let by = if r == Relation::Contradiction { MatchKind::Contradiction(cosine) } else { MatchKind::Similarity(cosine) };
+            self.as_match(slot, by)
+        }))
     }
 
     /// Records a new row for `fact`; returns its slot.
@@ -446,20 +577,27 @@ impl<'a, 'c> Reconciler<'a, 'c> {
         let slot = Slot::New(self.new_rows.len());
         let episodic = kind == "episodic";
         let structured = fact.subject.is_some() && fact.predicate.is_some();
+        let key = match (&fact.subject, &fact.predicate) {
+            (Some(s), Some(p)) => Some(self.key_of(s, p, fact.object.as_deref())),
+            _ => None,
+        };
         let state = RowState {
             version,
             active: true,
-            key: fact.subject.clone().zip(fact.predicate.clone()),
+            key,
             content: if structured { None } else { fact.content.clone().map(|c| (c, episodic)) },
             object: fact.object.clone(),
         };
+        let content = fact.content.clone().unwrap_or_default();
         if let Some(k) = self.known.as_mut() {
-            k.push_new((slot, episodic, unit.clone()));
+            k.push_new(KnownRow { slot, episodic, unit: unit.clone(), content: content.clone(), predicate: fact.predicate.clone() });
         }
         self.new_rows.push(NewRow {
             fact_index,
             kind: kind.to_string(),
             unit,
+            content,
+            predicate: fact.predicate.clone(),
             importance: fact.importance,
             base_importance: fact
                 .importance
@@ -509,11 +647,19 @@ impl<'a, 'c> Reconciler<'a, 'c> {
         }
     }
 
-    fn reinforce_slot(&mut self, slot: Slot) -> VersionOf {
+    /// Reinforces a row; a restatement applies the caller's `expires_at` and `valid_until`.
+    fn reinforce_slot(&mut self, slot: Slot, fact: &Fact) -> VersionOf {
         match slot {
             Slot::Existing(id) => {
                 let version = self.rows.get(&slot).map(|r| r.version).unwrap_or(1);
-                self.reinforce.entry(id).or_insert((version, 0)).1 += 1;
+                let entry = self.reinforce.entry(id).or_insert((version, 0, None, None));
+                entry.1 += 1;
+                if fact.expires_at.is_some() {
+                    entry.2 = fact.expires_at.clone();
+                }
+                if fact.valid_until.is_some() {
+                    entry.3 = fact.valid_until.clone();
+                }
                 VersionOf::Existing(id)
             }
             Slot::New(i) => {
@@ -565,19 +711,33 @@ impl<'a, 'c> Reconciler<'a, 'c> {
 
         let mut found = None;
         if structured {
-            let key = (fact.subject.clone().unwrap_or_default(), fact.predicate.clone().unwrap_or_default());
+            let (subject, predicate) = (fact.subject.clone().unwrap_or_default(), fact.predicate.clone().unwrap_or_default());
+            let key = self.key_of(&subject, &predicate, fact.object.as_deref());
             if let Some(&slot) = self.by_key.get(&key) {
                 found = self.as_match(slot, MatchKind::Key);
+            }
+            // A many-valued predicate's negated value ("not peanuts") supersedes that value.
+            if found.is_none() && !fact.negate && self.many.contains(&predicate) {
+                if let Some(value) = fact.object.as_deref().and_then(negated_value) {
+                    let negated = self.key_of(&subject, &predicate, Some(&value));
+                    if let Some(&slot) = self.by_key.get(&negated) {
+                        found = self.as_match(slot, MatchKind::Key);
+                    }
+                }
+            }
+            if found.is_none() {
+                if let Some(u) = &unit {
+                    found = self.similar_fact(u, episodic, &predicate, self.reconcile_similarity)?;
+                }
             }
         } else if let Some(content) = &fact.content {
             if let Some(&slot) = self.by_content.get(&(content.clone(), episodic)) {
                 found = self.as_match(slot, MatchKind::ContentHash);
             }
-        }
-        if found.is_none() {
-            if let Some(u) = &unit {
-                let threshold = if structured { self.reconcile_similarity } else { self.merge_similarity };
-                found = self.similar(u, episodic, threshold)?;
+            if found.is_none() {
+                if let Some(u) = &unit {
+                    found = self.similar_text(u, episodic, content)?;
+                }
             }
         }
         let (slot, m) = match found {
@@ -610,7 +770,7 @@ impl<'a, 'c> Reconciler<'a, 'c> {
             }
             Decision::Reinforce { .. } => {
                 let old_slot = slot.expect("a match has a slot");
-                let version = self.reinforce_slot(old_slot);
+                let version = self.reinforce_slot(old_slot, fact);
                 Pending { action: Action::None, memory: Some(old_slot), previous: None, version }
             }
             Decision::Unchanged { old } => match (slot, old) {
@@ -629,7 +789,11 @@ impl<'a, 'c> Reconciler<'a, 'c> {
             let u = unit.ok_or_else(need_emb)?;
             fact.content.as_ref().ok_or_else(need_content)?;
             if structured {
-                let key = (fact.subject.clone().unwrap_or_default(), fact.predicate.clone().unwrap_or_default());
+                let key = self.key_of(
+                    fact.subject.as_deref().unwrap_or_default(),
+                    fact.predicate.as_deref().unwrap_or_default(),
+                    fact.object.as_deref(),
+                );
                 if let Some(&slot) = self.by_key.get(&key) {
                     let (what, version) = match slot {
                         Slot::Existing(id) => (format!("memory {id}"), self.rows.get(&slot).map(|r| r.version).unwrap_or(1)),
@@ -713,11 +877,14 @@ impl<'a, 'c> Reconciler<'a, 'c> {
             }
         }
         if !self.reinforce.is_empty() {
-            let items: Vec<(i64, i32, i32)> = self.reinforce.iter().map(|(id, (v, n))| (*id, *v, *n)).collect();
+            let items: Vec<(i64, i32, i32, Option<String>, Option<String>)> =
+                self.reinforce.iter().map(|(id, (v, n, e, u))| (*id, *v, *n, e.clone(), u.clone())).collect();
             let args = [
                 items.iter().map(|r| r.0).collect::<Vec<i64>>().into(),
                 items.iter().map(|r| r.1).collect::<Vec<i32>>().into(),
                 items.iter().map(|r| r.2).collect::<Vec<i32>>().into(),
+                items.iter().map(|r| r.3.clone()).collect::<Vec<Option<String>>>().into(),
+                items.iter().map(|r| r.4.clone()).collect::<Vec<Option<String>>>().into(),
             ];
             let table = crate::plans::write(self.client, REINFORCE_MANY, &args).map_err(spi("reinforcing memories"))?;
             let mut n = 0;
@@ -761,6 +928,9 @@ impl<'a, 'c> Reconciler<'a, 'c> {
 
     /// Reconciles `facts` in order; returns one outcome per fact.
     pub fn reconcile(&mut self, facts: &[Fact]) -> Result<Vec<Outcome>> {
+        let mut owned: Vec<Fact> = facts.to_vec();
+        self.predicates(&mut owned)?;
+        let facts = &owned[..];
         self.load(facts)?;
         let pending: Vec<Pending> = facts.iter().enumerate().map(|(i, f)| self.decide_one(i, f)).collect::<Result<_>>()?;
         let (ids, versions) = self.write(facts)?;
@@ -858,6 +1028,7 @@ macro_rules! memory_reconcile_for {
             action: default!(Option<String>, "NULL"),
             target_id: default!(Option<i64>, "NULL"),
             expected_version: default!(Option<i32>, "NULL"),
+            cardinality: default!(Option<String>, "NULL"),
         ) -> TableIterator<
             'static,
             (name!(action, String), name!(memory_id, Option<i64>), name!(previous_id, Option<i64>), name!(version, Option<i32>)),
@@ -881,6 +1052,7 @@ macro_rules! memory_reconcile_for {
                 action,
                 target_id,
                 expected_version,
+                cardinality,
             };
             let out = reconcile_all(user_id, model, std::slice::from_ref(&fact)).or_raise();
             TableIterator::new(out.into_iter().map(|o| (o.action.name().to_string(), o.memory_id, o.previous_id, o.version)))

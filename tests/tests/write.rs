@@ -165,3 +165,51 @@ fn a_batch_over_the_wire_returns_one_row_per_fact_in_order() {
         .get(0);
     assert_eq!(active, 50);
 }
+
+/// 16 connections each add a different value of one many-valued predicate at once: every value
+/// is kept. Then 16 connections add the same value at once: one row, fifteen restatements.
+#[test]
+fn sixteen_writers_of_a_many_valued_predicate_keep_every_value_and_one_row_per_value() {
+    let db = "am_it_many_race";
+    let mut c = fresh_db(db);
+    c.batch_execute("SELECT * FROM agent_memory.memory_reconcile('someone-else', NULL, NULL, NULL, 'seed', '[1,0,0,0,0,0,0,0]'::vector)")
+        .unwrap();
+    let writers = 16;
+    let race = |same: bool| -> Vec<String> {
+        let go = Arc::new(Barrier::new(writers));
+        let handles: Vec<_> = (0..writers)
+            .map(|w| {
+                let go = go.clone();
+                thread::spawn(move || {
+                    let mut c = connect(db);
+                    let mut rng = Rng(w as u64 + 100);
+                    let emb = Vector::from(rng.vector(8));
+                    let value = if same { "chess".to_string() } else { format!("hobby-{w}") };
+                    go.wait();
+                    c.query_one(
+                        "SELECT action FROM agent_memory.memory_reconcile('many-user', 'user', 'likes', $1, $2, $3::vector)",
+                        &[&value, &format!("Likes {value}"), &emb],
+                    )
+                    .unwrap()
+                    .get::<_, String>(0)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    };
+    let different = race(false);
+    assert!(different.iter().all(|a| a == "ADD"), "{different:?}");
+    let active: i64 = c
+        .query_one("SELECT count(*) FROM agent_memory.memories WHERE user_id = 'many-user' AND predicate = 'likes' AND active", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(active, writers as i64, "every value is kept");
+    let same = race(true);
+    assert_eq!(same.iter().filter(|a| *a == "ADD").count(), 1, "{same:?}");
+    assert_eq!(same.iter().filter(|a| *a == "NONE").count(), writers - 1, "{same:?}");
+    let chess: i64 = c
+        .query_one("SELECT count(*) FROM agent_memory.memories WHERE user_id = 'many-user' AND object = 'chess'", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(chess, 1, "one row for the value, active");
+}

@@ -11,6 +11,7 @@
 //! * [`vecmath`]: dot products, norms and validation of embeddings;
 //! * [`policy`]: importance when none is given, and retention;
 //! * [`reconcile`]: the ADD / UPDATE / DELETE / NONE decision for a candidate fact;
+//! * [`polarity`]: negation in English and Chinese, and comparing statements by their words;
 //! * [`forget`]: the retention score and the choice of what to evict;
 //! * [`consolidate`]: near-duplicate clustering, the extractive summariser, summary embeddings.
 
@@ -18,6 +19,7 @@ pub mod consolidate;
 pub mod decay;
 pub mod forget;
 pub mod keyword;
+pub mod polarity;
 pub mod policy;
 pub mod rank;
 pub mod reconcile;

@@ -87,6 +87,9 @@ pub enum MatchKind {
     ContentHash,
     /// Cosine similarity at or above the threshold.
     Similarity(f64),
+    /// Free text of the opposite polarity about the same words (`polarity::relate`), at this
+    /// cosine: the newer statement supersedes the older.
+    Contradiction(f64),
 }
 
 /// What to do, and to which memory.
@@ -126,6 +129,7 @@ pub fn decide(structured: bool, object: Option<&str>, negate: bool, found: Optio
             if !structured {
                 match old.by {
                     MatchKind::ContentHash => Decision::Unchanged { old: Some(old) },
+                    MatchKind::Contradiction(_) => Decision::Update { old },
                     _ => Decision::Reinforce { old },
                 }
             } else if same_object(object, old.object.as_deref()) {
@@ -216,6 +220,12 @@ mod tests {
         let d = decide(false, None, false, Some(m(3, None, MatchKind::Similarity(0.95))));
         assert!(matches!(d, Decision::Reinforce { .. }));
         assert_eq!(decide(false, None, false, None), Decision::Add);
+    }
+
+    #[test]
+    fn a_contradiction_supersedes() {
+        let d = decide(false, None, false, Some(m(7, None, MatchKind::Contradiction(0.97))));
+        assert_eq!(d.action(), Action::Update);
     }
 
     #[test]
