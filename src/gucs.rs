@@ -125,6 +125,20 @@ static BATCH_PAUSE: GucSetting<i32> = GucSetting::<i32>::new(0);
 static CAPACITY: GucSetting<i32> = GucSetting::<i32>::new(400);
 /// `agent_memory.regret_window`: how long retired memories stay before the purge deletes them (minutes; default 30 days).
 static REGRET_WINDOW: GucSetting<i32> = GucSetting::<i32>::new(30 * 24 * 60);
+/// `agent_memory.turn_retention`: conversation turns older than this leave working memory (minutes; default 30 days; -1 forever).
+static TURN_RETENTION: GucSetting<i32> = GucSetting::<i32>::new(30 * 24 * 60);
+/// The tokenizer memory_context counts with (`agent_memory.tokenizer`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PostgresGucEnum)]
+pub enum TokenizerSetting {
+    #[name = c"cl100k_base"]
+    Cl100k,
+    #[name = c"o200k_base"]
+    O200k,
+    #[name = c"approximate"]
+    Approximate,
+}
+/// `agent_memory.tokenizer`: cl100k_base (default), o200k_base, or approximate.
+static TOKENIZER: GucSetting<TokenizerSetting> = GucSetting::<TokenizerSetting>::new(TokenizerSetting::Cl100k);
 /// `agent_memory.archive_capacity`: most archived memories per user; forgetting retires the least recently recalled above it (default 10,000; 0 = no limit).
 static ARCHIVE_CAPACITY: GucSetting<i32> = GucSetting::<i32>::new(10_000);
 /// `agent_memory.batch_size`: most rows one batch changes (default 5,000).
@@ -605,6 +619,24 @@ fn define_worker_settings() {
         GucFlags::default(),
     );
     GucRegistry::define_int_guc(
+        c"agent_memory.turn_retention",
+        c"Conversation turns older than this leave working memory: forgetting deletes them.",
+        c"Facts drawn from a deleted turn keep their content; their source_turn_id becomes NULL. -1 keeps turns forever.",
+        &TURN_RETENTION,
+        -1,
+        i32::MAX,
+        GucContext::Userset,
+        GucFlags::UNIT_MIN,
+    );
+    GucRegistry::define_enum_guc(
+        c"agent_memory.tokenizer",
+        c"How memory_context counts tokens: cl100k_base, o200k_base (OpenAI's BPE tables) or approximate.",
+        c"approximate counts a CJK character as a token and other text as a token per four characters, with no tables.",
+        &TOKENIZER,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
         c"agent_memory.archive_capacity",
         c"Most archived memories per user: forgetting retires the least recently recalled above it.",
         c"0 means no limit.",
@@ -745,6 +777,23 @@ pub fn capacity() -> Option<i64> {
     match CAPACITY.get() {
         0 => None,
         c => Some(c as i64),
+    }
+}
+
+/// How long turns stay in working memory, in minutes; `None` for forever.
+pub fn turn_retention_minutes() -> Option<i64> {
+    match TURN_RETENTION.get() {
+        -1 => None,
+        m => Some(m as i64),
+    }
+}
+
+/// The tokenizer of memory_context.
+pub fn tokenizer_kind() -> agent_memory_core::context::Tokenizer {
+    match TOKENIZER.get() {
+        TokenizerSetting::Cl100k => agent_memory_core::context::Tokenizer::Cl100k,
+        TokenizerSetting::O200k => agent_memory_core::context::Tokenizer::O200k,
+        TokenizerSetting::Approximate => agent_memory_core::context::Tokenizer::Approximate,
     }
 }
 

@@ -41,6 +41,10 @@ pub struct Candidate {
     /// The `predicate` and `object_key` datums (`text`), when not NULL.
     pub predicate: Option<pg_sys::Datum>,
     pub object_key: Option<pg_sys::Datum>,
+    /// Whether it is a standing instruction (`kind = 'procedural'`).
+    pub procedural: bool,
+    /// The `task_id` datum (`text`), when not NULL.
+    pub task_id: Option<pg_sys::Datum>,
 }
 
 /// The attributes the scan reads, by number.
@@ -49,6 +53,7 @@ struct Columns {
     content: usize,
     predicate: usize,
     object_key: usize,
+    task_id: usize,
     kind: usize,
     emb: usize,
     importance: usize,
@@ -70,6 +75,7 @@ impl Columns {
             self.content,
             self.predicate,
             self.object_key,
+            self.task_id,
             self.kind,
             self.emb,
             self.importance,
@@ -239,6 +245,7 @@ fn scan_active(
         content: attnum(rel_oid, c"content")?,
         predicate: attnum(rel_oid, c"predicate")?,
         object_key: attnum(rel_oid, c"object_key")?,
+        task_id: attnum(rel_oid, c"task_id")?,
         kind: attnum(rel_oid, c"kind")?,
         emb: attnum(rel_oid, c"emb")?,
         importance: attnum(rel_oid, c"importance")?,
@@ -308,6 +315,8 @@ fn scan_active(
                 content,
                 predicate: get(cols.predicate),
                 object_key: get(cols.object_key),
+                procedural: kind == "procedural",
+                task_id: get(cols.task_id),
             };
             if !f(&c)? {
                 drop(s);

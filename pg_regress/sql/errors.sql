@@ -58,7 +58,7 @@ SET agent_memory.no_such_setting = 1;
 \set VERBOSITY terse
 INSERT INTO agent_memory.memories (user_id, content, emb, importance) VALUES ('err-user', 'x', '[1,0,0,0]', 1.5);
 \echo :LAST_ERROR_SQLSTATE
-INSERT INTO agent_memory.memories (user_id, kind, content, emb) VALUES ('err-user', 'procedural', 'x', '[1,0,0,0]');
+INSERT INTO agent_memory.memories (user_id, kind, content, emb) VALUES ('err-user', 'reminder', 'x', '[1,0,0,0]');
 \echo :LAST_ERROR_SQLSTATE
 INSERT INTO agent_memory.memories (user_id, content, emb) VALUES ('', 'x', '[1,0,0,0]');
 \echo :LAST_ERROR_SQLSTATE

@@ -193,7 +193,7 @@ SELECT * FROM agent_memory.memory_reconcile('err-user', 'user', 'editor', 'vim',
 \echo :LAST_ERROR_SQLSTATE
 SELECT * FROM agent_memory.memory_reconcile('err-user', 'user', 'editor', 'vim', 'Uses vim', '[1,0,0,0]'::vector, importance => 1.5);
 \echo :LAST_ERROR_SQLSTATE
-SELECT * FROM agent_memory.memory_reconcile('err-user', 'user', 'editor', 'vim', 'Uses vim', '[1,0,0,0]'::vector, kind => 'procedural');
+SELECT * FROM agent_memory.memory_reconcile('err-user', 'user', 'editor', 'vim', 'Uses vim', '[1,0,0,0]'::vector, kind => 'reminder');
 \echo :LAST_ERROR_SQLSTATE
 SELECT action, version FROM agent_memory.memory_reconcile('err-user', 'user', 'editor', 'vim', 'Uses vim', '[1,0,0,0]'::vector,
                                                           action => 'ADD');

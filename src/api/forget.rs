@@ -13,7 +13,8 @@
 //!    same score in SQL. Then each user's archive is kept within `agent_memory.archive_capacity`:
 //!    its least recently recalled memories retire;
 //! 4. `purge`: delete memories retired longer than `agent_memory.regret_window` (evidence of a
-//!    summary stays as long as its summary).
+//!    summary stays as long as its summary), and conversation turns older than
+//!    `agent_memory.turn_retention` (they leave working memory).
 //!
 //! Protected memories are never expired or evicted. Retirements increment the version
 //! themselves (so the write trigger has nothing to do); halving hit counts is a touch and keeps
@@ -35,7 +36,7 @@ use crate::runs::{self, step, until_done, Driver, Job, Steps};
 const EXPIRE_BATCH: &str = "\
 WITH c AS (SELECT m.ctid AS t FROM agent_memory.memories m \
             WHERE m.active AND NOT m.protected AND (m.expires_at IS NOT NULL OR m.valid_until IS NOT NULL) \
-              AND least(m.expires_at, m.valid_until) <= now() \
+              AND least(m.expires_at, m.valid_until) <= now() AND m.kind <> 'procedural' \
             ORDER BY least(m.expires_at, m.valid_until) LIMIT $1 FOR UPDATE SKIP LOCKED), \
      x AS (SELECT m.ctid AS t, m.kind = 'episodic' AND coalesce(m.valid_until > now(), true) AS to_archive \
              FROM agent_memory.memories m JOIN c ON m.ctid = c.t), \
@@ -52,7 +53,17 @@ SELECT count(*) FROM u";
 const EXPIRE_COUNT: &str = "\
 SELECT count(*) FROM agent_memory.memories m \
  WHERE m.active AND NOT m.protected AND (m.expires_at IS NOT NULL OR m.valid_until IS NOT NULL) \
-   AND least(m.expires_at, m.valid_until) <= now()";
+   AND least(m.expires_at, m.valid_until) <= now() AND m.kind <> 'procedural'";
+
+/// Conversation turns older than `agent_memory.turn_retention` leave working memory: deleted, a
+/// batch at a time (facts drawn from them keep their content; their `source_turn_id` becomes
+/// NULL).
+const PURGE_TURNS_BATCH: &str = "\
+WITH c AS (SELECT t.ctid AS t FROM agent_memory.turns t WHERE t.created_at < now() - make_interval(mins => $2) \
+            ORDER BY t.created_at LIMIT $1 FOR UPDATE SKIP LOCKED), \
+     d AS (DELETE FROM agent_memory.turns t USING c WHERE t.ctid = c.t RETURNING 1) \
+SELECT count(*) FROM d";
+const PURGE_TURNS_COUNT: &str = "SELECT count(*) FROM agent_memory.turns t WHERE t.created_at < now() - make_interval(mins => $1)";
 
 const HALVED_AT: &str = "\
 SELECT now() - s.done_at >= make_interval(mins => $1) FROM agent_memory.maintenance_state s WHERE s.name = 'hits_halved'";
@@ -71,7 +82,7 @@ const HALVE_COUNT: &str = "SELECT count(*) FROM agent_memory.memories m WHERE m.
 /// Users above the capacity, with how many memories each can lose (protected ones cannot).
 /// Memories that have expired do not count: the expire step retires them first.
 const OVER_CAPACITY: &str = "\
-SELECT m.user_id, least(count(*) - $1, count(*) FILTER (WHERE NOT m.protected)) AS excess \
+SELECT m.user_id, least(count(*) - $1, count(*) FILTER (WHERE NOT m.protected AND m.kind <> 'procedural')) AS excess \
   FROM agent_memory.memories m \
  WHERE m.active AND m.archived_at IS NULL AND (m.protected OR coalesce(least(m.expires_at, m.valid_until) > now(), true)) \
  GROUP BY m.user_id HAVING count(*) > $1 \
@@ -90,7 +101,7 @@ SELECT m.user_id, count(*) - $1 AS excess, array_agg(DISTINCT m.embedding_model)
 const EVICT_ROWS: &str = "\
 WITH locked AS (SELECT m.ctid AS t FROM agent_memory.memories m \
                   JOIN unnest($1::bigint[], $2::tid[]) AS x(id, t) ON m.ctid = x.t AND m.id = x.id \
-                 WHERE m.active AND NOT m.protected FOR UPDATE OF m SKIP LOCKED), \
+                 WHERE m.active AND NOT m.protected AND m.kind <> 'procedural' FOR UPDATE OF m SKIP LOCKED), \
      u AS (UPDATE agent_memory.memories m \
               SET active = (m.kind = 'episodic'), \
                   retired_reason = CASE WHEN m.kind = 'episodic' THEN NULL ELSE 'evicted' END, \
@@ -273,6 +284,16 @@ pub fn forget_pass<D: Driver>(d: &mut D, dry_run: bool) -> Result<Steps> {
                     until_done(d, batch, |c| count(c, PURGE_BATCH, &[batch.into(), window.into()], "purging retired memories"))?
                 }
             }
+        } + match gucs::turn_retention_minutes() {
+            None => 0,
+            Some(keep) => {
+                let keep = keep.min(i32::MAX as i64) as i32;
+                if dry_run {
+                    d.read(|c| tally(c, PURGE_TURNS_COUNT, &[keep.into()], "counting old turns"))?
+                } else {
+                    until_done(d, batch, |c| count(c, PURGE_TURNS_BATCH, &[batch.into(), keep.into()], "deleting old turns"))?
+                }
+            }
         })
     })?);
     Ok(steps)
@@ -305,7 +326,12 @@ fn evict_users(
                         return Ok(true);
                     }
                     let hours = agent_memory_core::decay::age_hours(now, c.last_hit);
-                    rows.push(Keepable { id: c.id, protected: c.protected, score: weights.score(c.importance as f64, hours, c.hit_count as f64) });
+                    // A standing instruction is kept like a hard fact.
+                    rows.push(Keepable {
+                        id: c.id,
+                        protected: c.protected || c.procedural,
+                        score: weights.score(c.importance as f64, hours, c.hit_count as f64),
+                    });
                     where_is.insert(c.id, c.tid);
                     Ok(true)
                 })?;

@@ -3,6 +3,7 @@
 //! `agent_memory_core`.
 
 pub mod consolidate;
+pub mod context;
 pub mod decay;
 pub mod forget;
 pub mod index;

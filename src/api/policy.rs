@@ -10,10 +10,10 @@ use crate::gucs;
 /// Checks a kind of memory: `semantic` or `episodic`.
 pub fn check_kind(kind: &str) -> Result<bool> {
     match kind {
-        "semantic" => Ok(false),
+        "semantic" | "procedural" => Ok(false),
         "episodic" => Ok(true),
         other => Err(MemoryError::invalid_parameter(format!("unknown kind of memory \"{other}\""))
-            .hint("Use 'semantic' for facts and preferences, 'episodic' for events.")),
+            .hint("Use 'semantic' for facts and preferences, 'episodic' for events, 'procedural' for standing instructions.")),
     }
 }
 
@@ -33,7 +33,11 @@ fn memory_importance(content: &str, kind: default!(&str, "'semantic'")) -> f32 {
 /// `retention_semantic` for semantic memories).
 #[pg_extern(stable, parallel_safe)]
 fn memory_retention(kind: Option<&str>, importance: Option<f32>, protected: default!(Option<bool>, false)) -> Option<Interval> {
-    let episodic = check_kind(kind.unwrap_or("semantic")).or_raise();
+    let kind = kind.unwrap_or("semantic");
+    let episodic = check_kind(kind).or_raise();
+    if kind == "procedural" {
+        return None; // a standing instruction is kept until it is changed
+    }
     let minutes = gucs::retention().minutes(!episodic, importance.unwrap_or(0.0) as f64, protected.unwrap_or(false))?;
     let micros = minutes.saturating_mul(60_000_000);
     Some(Interval::new(0, 0, micros).unwrap_or_else(|e| MemoryError::invalid_parameter(format!("retention: {e}")).raise()))

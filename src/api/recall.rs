@@ -27,6 +27,38 @@ pub struct RecallOptions<'a> {
     pub archived: Option<bool>,
     /// The question's words: with `query`, hybrid recall; without, keyword recall.
     pub query_text: Option<&'a str>,
+    /// Only memories of this task and its ancestors (and, with `untasked`, of no task).
+    pub task_id: Option<&'a str>,
+    pub untasked: Option<bool>,
+}
+
+const LINEAGE: &str = "\
+WITH RECURSIVE up (task_id, depth) AS ( \
+    SELECT $2::text, 0 \
+    UNION ALL \
+    SELECT t.parent_task_id, up.depth + 1 FROM agent_memory.tasks t JOIN up ON t.task_id = up.task_id \
+     WHERE t.user_id = $1 AND t.parent_task_id IS NOT NULL AND up.depth < 10000) \
+SELECT array_agg(DISTINCT up.task_id) FROM up";
+
+/// The tasks a call with `task_id` sees: the task and its ancestors (`agent_memory.tasks`).
+pub fn lineage(client: &mut pgrx::spi::SpiClient<'_>, user: &str, task: &str) -> Result<std::collections::HashSet<String>> {
+    if task.trim().is_empty() {
+        return Err(MemoryError::invalid_parameter("task_id must not be empty").hint("Pass the task's id, or NULL for every task."));
+    }
+    let tasks: Option<Vec<Option<String>>> = crate::error::first_value(
+        crate::plans::read(client, LINEAGE, &[user.into(), task.into()]).map_err(spi("reading the task's ancestors"))?,
+    )
+    .map_err(spi("reading the task's ancestors"))?;
+    Ok(tasks.unwrap_or_default().into_iter().flatten().collect())
+}
+
+/// Whether a memory (or turn) of `task` is visible to a call limited to `lineage`.
+pub fn in_lineage(lineage: &Option<std::collections::HashSet<String>>, untasked: bool, task: Option<&str>) -> bool {
+    match (lineage, task) {
+        (None, _) => true,
+        (Some(_), None) => untasked,
+        (Some(set), Some(t)) => set.contains(t),
+    }
 }
 
 /// One returned memory.
@@ -238,6 +270,8 @@ pub fn recall(user_id: Option<&str>, query: Option<&VectorDatum>, opts: RecallOp
     };
     let touch = opts.touch.unwrap_or(true);
     let include_archived = opts.archived.unwrap_or(true);
+    let untasked = opts.untasked.unwrap_or(true);
+    let task = opts.task_id;
     // How many results each channel ranks: k alone, or the fused channels' candidates.
     let per_channel = if channels == Channels::Hybrid { gucs::hybrid_candidates().max(k) } else { k };
 
@@ -248,6 +282,10 @@ pub fn recall(user_id: Option<&str>, query: Option<&VectorDatum>, opts: RecallOp
             .hint("Pass the question's words as query_text, or its embedding as query."));
     }
     Spi::connect_mut(|client| {
+        let lineage = match task {
+            Some(t) => Some(lineage(client, user, t)?),
+            None => None,
+        };
         let mut vector = VectorRanker::new(scorer, per_channel);
         let mut keyword = keyword;
         let mut recency = (channels == Channels::Hybrid && gucs::recency_channel()).then(|| TopK::new(per_channel));
@@ -256,13 +294,20 @@ pub fn recall(user_id: Option<&str>, query: Option<&VectorDatum>, opts: RecallOp
         let mut seen = 0usize;
         // Only a vector-only call of a large user may take the approximate path; the keyword
         // channel scores every candidate.
-        let exact_limit = if channels == Channels::Vector { gucs::exact_limit() } else { usize::MAX };
+        let exact_limit = if channels == Channels::Vector && lineage.is_none() { gucs::exact_limit() } else { usize::MAX };
         let mut index = None;
         let mut scratch = Vec::new();
         let now = crate::vector::transaction_start();
         let complete = crate::scan::for_each_candidate(user, &model, kinds.as_deref(), now, |c| {
             if c.archived && !include_archived {
                 return Ok(true);
+            }
+            if lineage.is_some() {
+                // SAFETY: `task_id` is the candidate's `memories.task_id` datum, of type `text`.
+                let task = c.task_id.map(|d| unsafe { crate::vector::text_of(d) });
+                if !in_lineage(&lineage, untasked, task.as_deref()) {
+                    return Ok(true);
+                }
             }
             seen += 1;
             if exact_limit != usize::MAX && seen == CHECK_SIZE_AT.min(exact_limit) + 1 {
@@ -274,7 +319,8 @@ pub fn recall(user_id: Option<&str>, query: Option<&VectorDatum>, opts: RecallOp
                     index = None;
                 }
             }
-            let age_hours = agent_memory_core::decay::age_hours(now, c.last_hit);
+            // A standing instruction never decays.
+            let age_hours = if c.procedural { 0.0 } else { agent_memory_core::decay::age_hours(now, c.last_hit) };
             if channels != Channels::Keyword {
                 // SAFETY: `emb` is the candidate's `memories.emb` datum, of type `vector`.
                 let emb = unsafe { VectorDatum::from_datum(c.emb, Element::F32) }?;
@@ -443,7 +489,8 @@ fn approximate(
         .select(set, None, &["relaxed_order".into(), n.clamp(40, 1000).to_string().into()])
         .map_err(spi("setting pgvector's search"))?;
     let sql = format!(
-        "SELECT m.id, m.importance, m.last_hit_at, m.kind = 'episodic', m.emb, m.created_at FROM agent_memory.memories m \
+        "SELECT m.id, m.importance, CASE WHEN m.kind = 'procedural' THEN now() ELSE m.last_hit_at END, m.kind = 'episodic', m.emb, m.created_at \
+           FROM agent_memory.memories m \
           WHERE m.user_id = $1 AND m.embedding_model = $2 AND m.active \
             AND (m.expires_at IS NULL OR m.expires_at > now()) AND (m.valid_until IS NULL OR m.valid_until > now()) \
             AND ($3::text[] IS NULL OR m.kind = ANY ($3::text[])) AND ($6 OR m.archived_at IS NULL) \
@@ -513,6 +560,8 @@ macro_rules! memory_recall_for {
             touch: default!(Option<bool>, true),
             archived: default!(Option<bool>, true),
             query_text: default!(Option<&str>, "NULL"),
+            task_id: default!(Option<&str>, "NULL"),
+            untasked: default!(Option<bool>, true),
         ) -> TableIterator<
             'static,
             (
@@ -532,7 +581,7 @@ macro_rules! memory_recall_for {
                 name!(recency_rank, Option<i32>),
             ),
         > {
-            let opts = RecallOptions { k, model, kinds, min_similarity, decay, touch, archived, query_text };
+            let opts = RecallOptions { k, model, kinds, min_similarity, decay, touch, archived, query_text, task_id, untasked };
             let query = query.map(|q| q.into_vector_datum().or_raise());
             let rows = recall(user_id, query.as_ref(), opts).or_raise();
             TableIterator::new(rows.into_iter().map(|r| {

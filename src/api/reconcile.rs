@@ -42,6 +42,8 @@ pub struct Fact {
     pub negate: bool,
     /// `one` or `many`: records the predicate's cardinality in `agent_memory.predicates`.
     pub cardinality: Option<String>,
+    /// The task the memory belongs to (`agent_memory.tasks`).
+    pub task_id: Option<String>,
     pub source: Option<String>,
     pub source_turn_id: Option<i64>,
     /// Text in any form `timestamptz` accepts.
@@ -69,6 +71,7 @@ impl Fact {
             ("valid_until", &self.valid_until),
             ("action", &self.action),
             ("cardinality", &self.cardinality),
+            ("task_id", &self.task_id),
         ];
         for (name, text) in texts {
             if text.as_deref().is_some_and(|t| t.contains('\0')) {
@@ -201,16 +204,16 @@ const REINFORCE_MANY: &str = "UPDATE agent_memory.memories m \
   RETURNING m.id, m.version";
 const INSERT_MANY: &str = "INSERT INTO agent_memory.memories \
        (id, user_id, kind, subject, predicate, object, content, emb, embedding_model, importance, protected, \
-        source, source_turn_id, expires_at, valid_until, metadata, version, active, retired_reason, retired_at, superseded_by) \
+        source, source_turn_id, expires_at, valid_until, metadata, version, active, retired_reason, retired_at, superseded_by, task_id) \
      SELECT r.id, $1, r.kind, r.subject, r.predicate, r.object, r.content, r.emb, $2, r.importance, \
             coalesce(r.protected, false), r.source, r.source_turn_id, r.expires_at::timestamptz, \
             r.valid_until::timestamptz, coalesce(r.metadata, '{}'::jsonb), r.version, r.active, r.retired_reason, \
-            CASE WHEN r.active THEN NULL ELSE now() END, r.superseded_by \
+            CASE WHEN r.active THEN NULL ELSE now() END, r.superseded_by, r.task_id \
        FROM unnest($3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9, $10::real[], \
                    $11::boolean[], $12::text[], $13::bigint[], $14::text[], $15::text[], $16::jsonb[], \
-                   $17::integer[], $18::boolean[], $19::text[], $20::bigint[]) \
+                   $17::integer[], $18::boolean[], $19::text[], $20::bigint[], $21::text[]) \
             AS r(id, kind, subject, predicate, object, content, emb, importance, protected, source, source_turn_id, \
-                 expires_at, valid_until, metadata, version, active, retired_reason, superseded_by)";
+                 expires_at, valid_until, metadata, version, active, retired_reason, superseded_by, task_id)";
 
 /// How many of a call's own earlier facts the similarity fallback compares a fact with (besides
 /// every memory the user had before the call): the most recent ones. Comparing with all of
@@ -920,6 +923,7 @@ impl<'a, 'c> Reconciler<'a, 'c> {
                 rows.iter().map(|r| r.active).collect::<Vec<bool>>().into(),
                 rows.iter().map(|r| r.retired_reason.map(str::to_string)).collect::<Vec<Option<String>>>().into(),
                 rows.iter().map(|r| id_of(r.superseded_by)).collect::<Vec<Option<i64>>>().into(),
+                rows.iter().map(|r| f(r).task_id.clone()).collect::<Vec<Option<String>>>().into(),
             ];
             crate::plans::write(self.client, INSERT_MANY, &args).map_err(spi("writing the memories"))?;
         }
@@ -1029,6 +1033,7 @@ macro_rules! memory_reconcile_for {
             target_id: default!(Option<i64>, "NULL"),
             expected_version: default!(Option<i32>, "NULL"),
             cardinality: default!(Option<String>, "NULL"),
+            task_id: default!(Option<String>, "NULL"),
         ) -> TableIterator<
             'static,
             (name!(action, String), name!(memory_id, Option<i64>), name!(previous_id, Option<i64>), name!(version, Option<i32>)),
@@ -1053,6 +1058,7 @@ macro_rules! memory_reconcile_for {
                 target_id,
                 expected_version,
                 cardinality,
+                task_id,
             };
             let out = reconcile_all(user_id, model, std::slice::from_ref(&fact)).or_raise();
             TableIterator::new(out.into_iter().map(|o| (o.action.name().to_string(), o.memory_id, o.previous_id, o.version)))

@@ -7,8 +7,8 @@ use pgrx::prelude::*;
 use crate::api::recall::check_user;
 use crate::error::{spi, MemoryError, OrRaise, Result};
 
-const INSERT: &str = "INSERT INTO agent_memory.turns (user_id, session_id, role, content, created_at, metadata) \
-     VALUES ($1, $2, $3, $4, coalesce($5::timestamptz, now()), coalesce($6, '{}'::jsonb)) RETURNING id";
+const INSERT: &str = "INSERT INTO agent_memory.turns (user_id, session_id, role, content, created_at, metadata, task_id) \
+     VALUES ($1, $2, $3, $4, coalesce($5::timestamptz, now()), coalesce($6, '{}'::jsonb), $7) RETURNING id";
 
 const ROLES: [&str; 4] = ["system", "user", "assistant", "tool"];
 
@@ -19,6 +19,7 @@ fn record(
     content: Option<&str>,
     created_at: Option<TimestampWithTimeZone>,
     metadata: Option<JsonB>,
+    task_id: Option<&str>,
 ) -> Result<i64> {
     let user = check_user(user_id)?;
     let session = session_id
@@ -36,6 +37,7 @@ fn record(
         content.into(),
         created_at.map(|t| t.to_string()).into(),
         metadata.into(),
+        task_id.into(),
     ];
     Spi::connect_mut(|c| {
         crate::plans::write(c, INSERT, &args)
@@ -58,6 +60,7 @@ fn memory_record_turn(
     content: Option<&str>,
     created_at: default!(Option<TimestampWithTimeZone>, "NULL"),
     metadata: default!(Option<JsonB>, "NULL"),
+    task_id: default!(Option<&str>, "NULL"),
 ) -> i64 {
-    record(user_id, session_id, role, content, created_at, metadata).or_raise()
+    record(user_id, session_id, role, content, created_at, metadata, task_id).or_raise()
 }

@@ -13,9 +13,12 @@
 //! * [`reconcile`]: the ADD / UPDATE / DELETE / NONE decision for a candidate fact;
 //! * [`polarity`]: negation in English and Chinese, and comparing statements by their words;
 //! * [`forget`]: the retention score and the choice of what to evict;
+//! * [`context`]: token counts (cl100k_base, o200k_base, an estimate) and packing a prompt's
+//!   channels into a token budget;
 //! * [`consolidate`]: near-duplicate clustering, the extractive summariser, summary embeddings.
 
 pub mod consolidate;
+pub mod context;
 pub mod decay;
 pub mod forget;
 pub mod keyword;
