@@ -431,7 +431,8 @@ GRANT SELECT, INSERT, UPDATE, DELETE ON agent_memory.memories, agent_memory.runs
     TO agent_memory_worker;
 GRANT SELECT, INSERT ON agent_memory.embedding_models TO agent_memory_worker;
 GRANT SELECT ON agent_memory.predicates TO agent_memory_worker;
-GRANT SELECT, DELETE ON agent_memory.turns TO agent_memory_worker;
+-- (FOR UPDATE SKIP LOCKED, used to delete old turns in batches, needs UPDATE.)
+GRANT SELECT, UPDATE, DELETE ON agent_memory.turns TO agent_memory_worker;
 
 DO $do$
 BEGIN

@@ -220,6 +220,38 @@ fn evidence_gone(c: &mut Client, questions: &[Question], ids: &HashMap<(String, 
     (list.len() - live as usize, list.len())
 }
 
+/// memory_context with a 1,000-token budget for each question, in the conversation's last
+/// session: the share of each question's evidence inside the context (by the turn a working row
+/// is, or the turn a long-term memory was loaded from).
+fn context_share(c: &mut Client, questions: &[Question]) -> f64 {
+    c.batch_execute(&format!(
+        "DELETE FROM agent_memory.turns;
+         INSERT INTO agent_memory.turns (user_id, session_id, role, content, created_at, metadata)
+         SELECT 'conversation-' || x.conv, split_part(x.turn_id, ':', 1), 'user', x.content, x.t, jsonb_build_object('eval_id', x.turn_id)
+           FROM (SELECT e.*, now() - (max(e.at) OVER (PARTITION BY e.conv) + interval '1 day' - e.at) AS t FROM eval_turns e) x"
+    ))
+    .unwrap();
+    let mut total = 0.0;
+    for q in questions {
+        let session: String = c
+            .query_one("SELECT session_id FROM agent_memory.turns WHERE user_id = $1 ORDER BY created_at DESC, id DESC LIMIT 1", &[&q.user])
+            .unwrap()
+            .get(0);
+        let rows = c
+            .query(
+                "SELECT coalesce(t.metadata->>'eval_id', m.source) FROM agent_memory.memory_context($1, $2, $3::vector, $4, 1000, model => $5, touch => false) x \
+                   LEFT JOIN agent_memory.turns t ON t.id = x.turn_id LEFT JOIN agent_memory.memories m ON m.id = x.memory_id",
+                &[&q.user, &session, &Vector::from(q.emb.clone()), &q.text, &MODEL],
+            )
+            .unwrap();
+        let got: HashSet<String> = rows.iter().filter_map(|r| r.get::<_, Option<String>>(0)).collect();
+        if !q.evidence.is_empty() {
+            total += q.evidence.iter().filter(|e| got.contains(*e)).count() as f64 / q.evidence.len() as f64;
+        }
+    }
+    total / questions.len() as f64
+}
+
 fn passes(c: &mut Client) -> String {
     let mut out = Vec::new();
     for f in ["memory_forget", "memory_consolidate"] {
@@ -271,6 +303,14 @@ fn main() {
     let before = ask(&mut c, &convs, &questions, &ids, &all);
     report += "## Before maintenance\n\n";
     report += &table(HEADER, &score_rows(&all, &before));
+    let share = context_share(&mut c, &questions);
+    let hybrid10 = before[3].get(&0).map(|(_, r10, n)| r10 / *n as f64).unwrap_or(0.0);
+    let line = format!(
+        "\n`memory_context(user, last session, query, query_text, token_budget => 1000)`: {share:.3} of each question's evidence is inside the context \
+         (the last session's last 8 turns, then the best long-term memories that fit; hybrid recall@10: {hybrid10:.3}).\n"
+    );
+    println!("{line}");
+    report += &line;
 
     let product: Vec<&Mode> = MODES.iter().filter(|m| m.sql.is_some()).collect();
     for (title, aged) in if only_before { vec![] } else { vec![

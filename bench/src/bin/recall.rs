@@ -271,6 +271,24 @@ fn main() {
                     "  hybrid / vector-only p50 ({name}): {:.2}×",
                     percentile_ms(&h.lat, 0.5) / percentile_ms(&a_default.lat, 0.5)
                 ));
+                // memory_context: a 50-turn session per measured user, a 1,000-token budget.
+                let measured: Vec<String> = users.clone();
+                c.execute(
+                    "INSERT INTO agent_memory.turns (user_id, session_id, role, content) \
+                     SELECT u, 'bench', CASE WHEN i % 2 = 0 THEN 'assistant' ELSE 'user' END, \
+                            'Turn ' || i || ': about the refund for the parcel order and the delivery address' \
+                       FROM unnest($1::text[]) u, generate_series(1, 50) i",
+                    &[&measured],
+                )
+                .unwrap();
+                let ctx_sql = format!(
+                    "SELECT memory_id FROM agent_memory.memory_context($1, 'bench', $2::vector, \
+                       'When did I ask about the refund for the parcel order?', 1000, model => '{}', touch => false) \
+                      WHERE memory_id IS NOT NULL",
+                    set.model
+                );
+                let x = measure(&mut c, &ctx_sql, "SELECT 1", &queries, reps);
+                rows.push(row(&name, "(X) memory_context: 1,000 tokens, 50-turn session, hybrid long-term", &x));
             }
             let reference = format!(
                 "WITH c AS MATERIALIZED (SELECT id, emb, importance, last_hit_at, kind FROM agent_memory.memories \
