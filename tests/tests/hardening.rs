@@ -213,6 +213,10 @@ fn a_database_owner_cannot_steer_the_worker() {
              ALTER ROLE am_owner NOSUPERUSER;",
         )
         .unwrap();
+    // A run that failed half-way may have left the database's settings and owner behind.
+    if admin.query_opt("SELECT 1 FROM pg_database WHERE datname = $1", &[&WORKER_DB]).unwrap().is_some() {
+        admin.batch_execute(&format!("ALTER DATABASE {WORKER_DB} RESET ALL; ALTER DATABASE {WORKER_DB} OWNER TO postgres")).unwrap();
+    }
     let mut c = worker_database(WORKER_DB);
     c.batch_execute(
         "DROP SCHEMA IF EXISTS evil CASCADE; DROP OPERATOR IF EXISTS public.= (float8, int4);
