@@ -272,31 +272,26 @@ pub fn forget_pass<D: Driver>(d: &mut D, dry_run: bool) -> Result<Steps> {
         evict.ms += started.elapsed().as_secs_f64() * 1000.0;
     }
 
-    // 4. Purge after the regret window.
+    // 4. Purge after the regret window; delete turns past their retention.
     steps.push(step("purge", || -> Result<i64> {
-        Ok(match gucs::regret_window_minutes() {
-            None => 0,
-            Some(window) => {
-                let window = window.min(i32::MAX as i64) as i32;
-                if dry_run {
-                    d.read(|c| tally(c, PURGE_COUNT, &[window.into()], "counting retired memories"))?
-                } else {
-                    until_done(d, batch, |c| count(c, PURGE_BATCH, &[batch.into(), window.into()], "purging retired memories"))?
-                }
-            }
-        } + match gucs::turn_retention_minutes() {
-            None => 0,
-            Some(keep) => {
-                let keep = keep.min(i32::MAX as i64) as i32;
-                if dry_run {
-                    d.read(|c| tally(c, PURGE_TURNS_COUNT, &[keep.into()], "counting old turns"))?
-                } else {
-                    until_done(d, batch, |c| count(c, PURGE_TURNS_BATCH, &[batch.into(), keep.into()], "deleting old turns"))?
-                }
-            }
-        })
+        let memories = older_than(d, dry_run, batch, gucs::regret_window_minutes(), (PURGE_COUNT, PURGE_BATCH), "purging retired memories")?;
+        let turns = older_than(d, dry_run, batch, gucs::turn_retention_minutes(), (PURGE_TURNS_COUNT, PURGE_TURNS_BATCH), "deleting old turns")?;
+        Ok(memories + turns)
     })?);
     Ok(steps)
+}
+
+/// Deletes in batches what is older than `minutes` (`sql.1`, taking the batch size and the
+/// minutes), or with `dry_run` counts it (`sql.0`, taking the minutes); nothing when `minutes`
+/// is `None` (kept forever).
+fn older_than<D: Driver>(d: &mut D, dry_run: bool, batch: i64, minutes: Option<i64>, sql: (&'static str, &'static str), what: &'static str) -> Result<i64> {
+    let Some(minutes) = minutes else { return Ok(0) };
+    let minutes = minutes.min(i32::MAX as i64) as i32;
+    if dry_run {
+        d.read(|c| tally(c, sql.0, &[minutes.into()], what))
+    } else {
+        until_done(d, batch, |c| count(c, sql.1, &[batch.into(), minutes.into()], what))
+    }
 }
 
 /// Ranks the memories of `users` (with their models) by retention score, reading them in place
