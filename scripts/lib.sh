@@ -90,12 +90,26 @@ stop_server() {
   fi
 }
 
-# Build the extension and install it into the server's directories.
+# Build the extension and install it into the server's directories. Every file is written
+# next to its destination and renamed over it, so a server that has the old library loaded (the
+# demo's, a test server's, an operator's) keeps running on the old file until it restarts; the
+# library is never rewritten in place under a running server.
 install_extension() {
   say "Building and installing agent_memory (release) for PostgreSQL $(pg_major)"
-  local feat="pg$(pg_major)"
-  mkdir -p "$ROOT/target"
-  ( cd "$ROOT" && cargo pgrx install --release --no-default-features --features "$feat" \
-      --pg-config "$(command -v pg_config)" $( [ "$(id -u)" -eq 0 ] || echo --sudo ) ) >"$ROOT/target/install.log" 2>&1 \
-    || { tail -n 40 "$ROOT/target/install.log" >&2; die "cargo pgrx install failed (log: target/install.log)"; }
+  local feat="pg$(pg_major)" out="$ROOT/target/agent_memory/package"
+  mkdir -p "$ROOT/target/agent_memory"
+  rm -rf "$out"
+  ( cd "$ROOT" && cargo pgrx package --no-default-features --features "$feat" \
+      --pg-config "$(command -v pg_config)" --out-dir "$out" ) >"$ROOT/target/install.log" 2>&1 \
+    || { tail -n 40 "$ROOT/target/install.log" >&2; die "cargo pgrx package failed (log: target/install.log)"; }
+  local f rel dest
+  while IFS= read -r -d '' f; do
+    rel="${f#"$out"}"
+    dest="$rel"
+    as_root mkdir -p "$(dirname "$dest")"
+    as_root cp "$f" "$dest.agent_memory-new.$$"
+    as_root chmod 644 "$dest.agent_memory-new.$$"
+    case "$dest" in *.so) as_root chmod 755 "$dest.agent_memory-new.$$" ;; esac
+    as_root mv -f "$dest.agent_memory-new.$$" "$dest"
+  done < <(find "$out" -type f -print0)
 }
