@@ -54,6 +54,12 @@ static IMPORTANCE_BASE: GucSetting<f64> = GucSetting::<f64>::new(0.8);
 static IMPORTANCE_WEIGHT: GucSetting<f64> = GucSetting::<f64>::new(0.4);
 /// `agent_memory.max_k`: the largest `k` recall accepts (default 1000).
 static MAX_K: GucSetting<i32> = GucSetting::<i32>::new(1000);
+/// `agent_memory.max_content_bytes`: the largest `content` of a memory or a turn a call accepts (default 1 MB; superuser only).
+static MAX_CONTENT_BYTES: GucSetting<i32> = GucSetting::<i32>::new(1024 * 1024);
+/// `agent_memory.max_metadata_bytes`: the largest `metadata` (as JSON text) a call accepts (default 64 kB; superuser only).
+static MAX_METADATA_BYTES: GucSetting<i32> = GucSetting::<i32>::new(64 * 1024);
+/// `agent_memory.max_batch_facts`: the most facts one `memory_reconcile_batch` accepts (default 10,000; superuser only).
+static MAX_BATCH_FACTS: GucSetting<i32> = GucSetting::<i32>::new(10_000);
 /// `agent_memory.default_model`: the embedding model of rows and queries that name none.
 static DEFAULT_MODEL: GucSetting<Option<std::ffi::CString>> = GucSetting::<Option<std::ffi::CString>>::new(Some(c"default"));
 
@@ -259,6 +265,36 @@ pub fn init() {
         GucContext::Userset,
         GucFlags::default(),
     );
+    GucRegistry::define_int_guc(
+        c"agent_memory.max_content_bytes",
+        c"The largest content of a memory or a conversation turn that a call accepts.",
+        c"Only a superuser changes it, so an application cannot raise its own limit.",
+        &MAX_CONTENT_BYTES,
+        1,
+        i32::MAX,
+        GucContext::Suset,
+        GucFlags::UNIT_BYTE,
+    );
+    GucRegistry::define_int_guc(
+        c"agent_memory.max_metadata_bytes",
+        c"The largest metadata (as JSON text) of a memory or a conversation turn that a call accepts.",
+        c"Only a superuser changes it, so an application cannot raise its own limit.",
+        &MAX_METADATA_BYTES,
+        1,
+        i32::MAX,
+        GucContext::Suset,
+        GucFlags::UNIT_BYTE,
+    );
+    GucRegistry::define_int_guc(
+        c"agent_memory.max_batch_facts",
+        c"The most facts one memory_reconcile_batch call accepts.",
+        c"Only a superuser changes it, so an application cannot raise its own limit.",
+        &MAX_BATCH_FACTS,
+        1,
+        i32::MAX,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
     GucRegistry::define_string_guc(
         c"agent_memory.default_model",
         c"Embedding model of memories and queries that name none.",
@@ -445,6 +481,32 @@ fn define_ranking_settings() {
         GucContext::Userset,
         GucFlags::default(),
     );
+}
+
+/// Checks a content's and a metadata's size against `max_content_bytes` and `max_metadata_bytes`.
+pub fn check_sizes(content: Option<&str>, metadata_bytes: Option<usize>) -> crate::error::Result<()> {
+    let limit = |v: i32| v.max(1) as usize;
+    if let Some(c) = content {
+        if c.len() > limit(MAX_CONTENT_BYTES.get()) {
+            return Err(too_big("content", c.len(), MAX_CONTENT_BYTES.get(), "agent_memory.max_content_bytes"));
+        }
+    }
+    if let Some(m) = metadata_bytes {
+        if m > limit(MAX_METADATA_BYTES.get()) {
+            return Err(too_big("metadata", m, MAX_METADATA_BYTES.get(), "agent_memory.max_metadata_bytes"));
+        }
+    }
+    Ok(())
+}
+
+/// The most facts one batch accepts.
+pub fn max_batch_facts() -> usize {
+    MAX_BATCH_FACTS.get().max(1) as usize
+}
+
+fn too_big(what: &str, got: usize, max: i32, setting: &str) -> crate::error::MemoryError {
+    crate::error::MemoryError::new(pgrx::PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED, format!("{what} is {got} bytes, more than the limit of {max}"))
+        .hint(format!("Store a shorter {what}, or ask an administrator to raise {setting}."))
 }
 
 /// Whether decay applies only to memories that compete (the default) or to all.

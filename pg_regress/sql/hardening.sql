@@ -129,3 +129,27 @@ SELECT agent_memory.memory_update(id, version, emb => '[0,1,0,0]'::vector) FROM 
 --    the test server runs with RUST_BACKTRACE=1.
 SELECT * FROM agent_memory.memory_reconcile_batch('hard-user', '[{"content": "when", "emb": [1,0,0,0], "expires_at": "not a time"}]'::json, model => 'hard4');
 \echo :LAST_ERROR_SQLSTATE
+
+-- Limits, which only a superuser changes: the largest content, metadata and batch a call accepts.
+SET agent_memory.max_content_bytes = 100;
+SELECT * FROM agent_memory.memory_reconcile('hard-user', NULL, NULL, NULL, repeat('x', 101), '[1,0,0,0]', model => 'hard4');
+\echo :LAST_ERROR_SQLSTATE
+SELECT agent_memory.memory_record_turn('hard-user', 's1', 'user', repeat('x', 101));
+\echo :LAST_ERROR_SQLSTATE
+SELECT agent_memory.memory_update(id, version, content => repeat('x', 101)) FROM agent_memory.memories WHERE content = 'Uses vim';
+\echo :LAST_ERROR_SQLSTATE
+RESET agent_memory.max_content_bytes;
+SET agent_memory.max_metadata_bytes = 10;
+SELECT * FROM agent_memory.memory_reconcile('hard-user', NULL, NULL, NULL, 'meta', '[1,0,0,0]', model => 'hard4', metadata => '{"k": "a long value"}');
+\echo :LAST_ERROR_SQLSTATE
+RESET agent_memory.max_metadata_bytes;
+SET agent_memory.max_batch_facts = 1;
+SELECT * FROM agent_memory.memory_reconcile_batch('hard-user', '[{"content": "a", "emb": [1,0,0,0]}, {"content": "b", "emb": [0,1,0,0]}]'::json, model => 'hard4');
+\echo :LAST_ERROR_SQLSTATE
+RESET agent_memory.max_batch_facts;
+CREATE ROLE hardening_app;
+SET ROLE hardening_app;
+SET agent_memory.max_content_bytes = 100000000;
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+DROP ROLE hardening_app;

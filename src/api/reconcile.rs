@@ -81,7 +81,7 @@ impl Fact {
         if self.metadata.as_ref().is_some_and(json_has_nul) {
             return Err(nul_in("metadata"));
         }
-        Ok(())
+        gucs::check_sizes(self.content.as_deref(), self.metadata.as_ref().map(|m| m.to_string().len()))
     }
 }
 
@@ -1112,6 +1112,12 @@ type BatchRow = (i32, String, Option<i64>, Option<i64>, Option<i32>);
 
 fn batch_rows(user_id: Option<&str>, model: Option<&str>, facts: Result<Vec<Fact>>) -> Vec<BatchRow> {
     let facts = facts.or_raise();
+    let max = gucs::max_batch_facts();
+    if facts.len() > max {
+        MemoryError::new(PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED, format!("the batch has {} facts, more than the limit of {max}", facts.len()))
+            .hint("Split the batch, or ask an administrator to raise agent_memory.max_batch_facts.")
+            .raise();
+    }
     reconcile_all(user_id, model, &facts)
         .or_raise()
         .into_iter()

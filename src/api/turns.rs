@@ -30,6 +30,7 @@ fn record(
         return Err(MemoryError::invalid_parameter(format!("unknown role \"{role}\"")).hint("Use one of: system, user, assistant, tool."));
     }
     let content = content.ok_or_else(|| MemoryError::null_value("content must not be NULL").hint("Pass the text of the turn."))?;
+    crate::gucs::check_sizes(Some(content), metadata.as_ref().map(|m| m.0.to_string().len()))?;
     let args = [
         user.into(),
         session.into(),

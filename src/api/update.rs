@@ -39,6 +39,7 @@ pub fn update(id: Option<i64>, expected_version: Option<i32>, c: Changes) -> Res
         MemoryError::null_value("expected_version must not be NULL")
             .hint("Pass the version you read; the update applies only if nobody changed the memory since.")
     })?;
+    crate::gucs::check_sizes(c.content.as_deref(), c.metadata.as_ref().map(|m| m.0.to_string().len()))?;
     if let Some(i) = c.importance {
         if !(0.0..=1.0).contains(&i) {
             return Err(MemoryError::invalid_parameter(format!("importance must be between 0 and 1, not {i}"))
