@@ -168,7 +168,8 @@ fn a_statement_timeout_stops_a_large_batch() {
         .map(|i| serde_json::json!({"content": format!("new fact {i}"), "emb": rng.vector(dims)}))
         .collect();
     let batch = serde_json::Value::Array(facts).to_string();
-    c.batch_execute("SET statement_timeout = '1s'").unwrap();
+    // Above the default limit of a batch (agent_memory.max_batch_facts), which a superuser raises.
+    c.batch_execute("SET agent_memory.max_batch_facts = 100000; SET statement_timeout = '1s'").unwrap();
     let started = Instant::now();
     let err = c
         .query("SELECT count(*) FROM agent_memory.memory_reconcile_batch('cancel-user', $1::text::json, model => 'm96')", &[&batch])
