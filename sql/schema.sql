@@ -394,6 +394,52 @@ $$;
 COMMENT ON FUNCTION agent_memory.memory_evidence(bigint) IS
     'The memories a summary was made from (evidence), oldest first; recall skips them.';
 
+-- Erasure on request (the right to be forgotten): every memory, turn and task of a user is
+-- deleted in one transaction, and a receipt is kept that never holds the content: a hash of the
+-- user id, the time, and the rows deleted per table.
+CREATE TABLE agent_memory.erasures (
+    id         bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    user_hash  text        NOT NULL,
+    erased_at  timestamptz NOT NULL DEFAULT clock_timestamp(),
+    erased_by  text        NOT NULL DEFAULT current_user,
+    counts     jsonb       NOT NULL
+);
+COMMENT ON TABLE agent_memory.erasures IS
+    'One receipt per erasure (memory_erase): the SHA-256 of the user id, when, by whom, and how many rows were deleted per table. Never the content.';
+
+CREATE FUNCTION agent_memory.memory_erase(user_id text)
+RETURNS TABLE (receipt_id bigint, user_hash text, erased_at timestamptz, memories bigint, turns bigint, tasks bigint)
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $body$
+DECLARE
+    n_memories bigint;
+    n_turns    bigint;
+    n_tasks    bigint;
+BEGIN
+    IF user_id IS NULL OR btrim(user_id) = '' THEN
+        RAISE EXCEPTION 'user_id must not be NULL or empty'
+            USING ERRCODE = 'null_value_not_allowed', HINT = 'Pass the id of the user whose memories to erase.';
+    END IF;
+    -- The user's lock, the one reconciliation and recorded turns take: writes of the user wait,
+    -- and nothing of theirs is left behind by a write that raced the erasure.
+    PERFORM pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtextextended('agent_memory.user:' || user_id, 0));
+    DELETE FROM agent_memory.memories m WHERE m.user_id = memory_erase.user_id;
+    GET DIAGNOSTICS n_memories = ROW_COUNT;
+    DELETE FROM agent_memory.turns t WHERE t.user_id = memory_erase.user_id;
+    GET DIAGNOSTICS n_turns = ROW_COUNT;
+    DELETE FROM agent_memory.tasks t WHERE t.user_id = memory_erase.user_id;
+    GET DIAGNOSTICS n_tasks = ROW_COUNT;
+    RETURN QUERY
+    INSERT INTO agent_memory.erasures (user_hash, counts)
+    VALUES (pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(memory_erase.user_id, 'UTF8')), 'hex'),
+            pg_catalog.jsonb_build_object('memories', n_memories, 'turns', n_turns, 'tasks', n_tasks))
+    RETURNING erasures.id, erasures.user_hash, erasures.erased_at, n_memories, n_turns, n_tasks;
+END
+$body$;
+COMMENT ON FUNCTION agent_memory.memory_erase(text) IS
+    'Deletes every memory, turn and task of a user in one transaction and returns the receipt kept in agent_memory.erasures (no content). Dead rows stay on disk until VACUUM; WAL and backups keep them until they expire.';
+
 -- pg_dump backs up the rows of every table that holds users' data or bookkeeping (the tables
 -- belong to the extension, so without this a dump would hold none of them), and the sequences
 -- that number them, so a restored database goes on numbering after its last id.
@@ -403,11 +449,13 @@ SELECT pg_catalog.pg_extension_config_dump('agent_memory.embedding_models', '');
 SELECT pg_catalog.pg_extension_config_dump('agent_memory.runs', '');
 SELECT pg_catalog.pg_extension_config_dump('agent_memory.maintenance_state', '');
 SELECT pg_catalog.pg_extension_config_dump('agent_memory.tasks', '');
+SELECT pg_catalog.pg_extension_config_dump('agent_memory.erasures', '');
 -- The seeded predicates come with CREATE EXTENSION; only those added later are dumped.
 SELECT pg_catalog.pg_extension_config_dump('agent_memory.predicates', 'WHERE NOT seeded');
 SELECT pg_catalog.pg_extension_config_dump(pg_catalog.pg_get_serial_sequence('agent_memory.memories', 'id'), '');
 SELECT pg_catalog.pg_extension_config_dump(pg_catalog.pg_get_serial_sequence('agent_memory.turns', 'id'), '');
 SELECT pg_catalog.pg_extension_config_dump(pg_catalog.pg_get_serial_sequence('agent_memory.runs', 'id'), '');
+SELECT pg_catalog.pg_extension_config_dump(pg_catalog.pg_get_serial_sequence('agent_memory.erasures', 'id'), '');
 
 -- The role the background workers' passes run as (unless agent_memory.worker_role names another):
 -- it cannot log in, and it may read and change the extension's tables, nothing else. Roles

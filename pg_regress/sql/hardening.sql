@@ -153,3 +153,21 @@ SET agent_memory.max_content_bytes = 100000000;
 \echo :LAST_ERROR_SQLSTATE
 RESET ROLE;
 DROP ROLE hardening_app;
+
+-- Erasure on request: every memory, turn and task of one user, in one transaction, and a receipt
+-- that holds no content.
+INSERT INTO agent_memory.tasks (user_id, task_id) VALUES ('erase-me', 't1');
+SELECT agent_memory.memory_record_turn('erase-me', 's1', 'user', 'My secret is 1234') IS NOT NULL AS turn;
+SELECT action FROM agent_memory.memory_reconcile('erase-me', 'user', 'secret', '1234', 'Secret is 1234', '[1,0,0,0]', model => 'hard4', task_id => 't1');
+SELECT action FROM agent_memory.memory_reconcile('erase-me', 'user', 'secret', '5678', 'Secret is 5678', '[1,0.1,0,0]', model => 'hard4');
+SELECT count(*) AS before_other_user FROM agent_memory.memories WHERE user_id = 'hard-user' \gset
+SELECT user_hash = encode(sha256('erase-me'::bytea), 'hex') AS hashed, memories, turns, tasks
+  FROM agent_memory.memory_erase('erase-me');
+SELECT (SELECT count(*) FROM agent_memory.memories WHERE user_id = 'erase-me') AS memories_left,
+       (SELECT count(*) FROM agent_memory.turns WHERE user_id = 'erase-me') AS turns_left,
+       (SELECT count(*) FROM agent_memory.tasks WHERE user_id = 'erase-me') AS tasks_left,
+       (SELECT count(*) FROM agent_memory.memories WHERE user_id = 'hard-user') = :before_other_user AS others_untouched;
+-- The log keeps the receipt, never the content.
+SELECT counts, erased_by, position('1234' IN erasures::text) = 0 AS no_content FROM agent_memory.erasures e JOIN LATERAL (SELECT e AS erasures) x ON true;
+SELECT * FROM agent_memory.memory_erase(NULL);
+\echo :LAST_ERROR_SQLSTATE
