@@ -28,6 +28,7 @@ pub mod worker;
 ::pgrx::pg_module_magic!(name, version);
 
 extension_sql_file!("../sql/schema.sql", name = "schema", bootstrap);
+extension_sql_file!("../sql/access.sql", name = "access", finalize);
 
 #[allow(non_snake_case)]
 #[pg_guard]

@@ -171,3 +171,36 @@ SELECT (SELECT count(*) FROM agent_memory.memories WHERE user_id = 'erase-me') A
 SELECT counts, erased_by, position('1234' IN erasures::text) = 0 AS no_content FROM agent_memory.erasures e JOIN LATERAL (SELECT e AS erasures) x ON true;
 SELECT * FROM agent_memory.memory_erase(NULL);
 \echo :LAST_ERROR_SQLSTATE
+
+-- The access model: PUBLIC may run nothing; grant_access gives a role one of three levels.
+SELECT count(*) AS public_execute FROM pg_proc p
+ WHERE p.pronamespace = 'agent_memory'::regnamespace AND has_function_privilege('public', p.oid, 'EXECUTE');
+CREATE ROLE hardening_reader;
+CREATE ROLE hardening_writer;
+SELECT agent_memory.grant_access('hardening_reader', 'reader');
+SELECT agent_memory.grant_access('hardening_writer', 'writer');
+SET ROLE hardening_writer;
+SELECT action FROM agent_memory.memory_reconcile('role-user', 'user', 'editor', 'vim', 'Uses vim', '[1,0,0,0]', model => 'hard4');
+SELECT agent_memory.memory_record_turn('role-user', 's1', 'user', 'hello') IS NOT NULL AS turn;
+SELECT content FROM agent_memory.memory_recall('role-user', '[1,0,0,0]'::vector, 1, model => 'hard4');
+SELECT * FROM agent_memory.memory_forget(dry_run => true);
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+SET ROLE hardening_reader;
+SELECT content FROM agent_memory.memory_recall('role-user', '[1,0,0,0]'::vector, 1, model => 'hard4');
+SELECT count(*) FROM agent_memory.memory_context('role-user', 's1', '[1,0,0,0]'::vector, model => 'hard4');
+SELECT action FROM agent_memory.memory_reconcile('role-user', 'user', 'editor', 'neovim', 'Uses neovim', '[1,0,0,0]', model => 'hard4');
+\echo :LAST_ERROR_SQLSTATE
+INSERT INTO agent_memory.memories (user_id, content, emb, embedding_model) VALUES ('role-user', 'x', '[1,0,0,0]', 'hard4');
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+SELECT agent_memory.grant_access('hardening_reader', 'owner');
+\echo :LAST_ERROR_SQLSTATE
+SELECT agent_memory.revoke_access('hardening_reader');
+SELECT agent_memory.revoke_access('hardening_writer');
+SET ROLE hardening_reader;
+SELECT content FROM agent_memory.memory_recall('role-user', '[1,0,0,0]'::vector, 1, model => 'hard4');
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+DROP ROLE hardening_reader;
+DROP ROLE hardening_writer;

@@ -1,0 +1,94 @@
+-- agent_memory: the access model. Nothing is granted to PUBLIC; roles get one of three levels
+-- with agent_memory.grant_access(role, level):
+--   reader  recall, memory_context, evidence and the scoring functions; reads the tables, and
+--           refreshes last_hit_at and hit_count (a recall's touch);
+--   writer  reader + reconcile, update, record turns, declare tasks and predicates;
+--   admin   writer + forgetting, consolidation, erasure, indexes, and the bookkeeping tables.
+-- Run last (after every function exists).
+
+REVOKE ALL ON ALL FUNCTIONS IN SCHEMA agent_memory FROM PUBLIC;
+
+-- The workers' passes: the functions the write trigger calls.
+GRANT EXECUTE ON FUNCTION agent_memory.memory_importance(text, text), agent_memory.memory_retention(text, real, boolean)
+    TO agent_memory_worker;
+
+CREATE FUNCTION agent_memory.grant_access(role regrole, level text) RETURNS text
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $body$
+DECLARE
+    f regprocedure;
+    functions text[];
+    vs text;
+BEGIN
+    IF role IS NULL OR level IS NULL THEN
+        RAISE EXCEPTION 'role and level must not be NULL' USING ERRCODE = 'null_value_not_allowed',
+            HINT = 'Pass a role and one of reader, writer, admin.';
+    END IF;
+    IF level NOT IN ('reader', 'writer', 'admin') THEN
+        RAISE EXCEPTION 'unknown access level "%"', level USING ERRCODE = 'invalid_parameter_value',
+            HINT = 'Use one of reader, writer, admin.';
+    END IF;
+    SELECT pg_catalog.quote_ident(n.nspname) INTO vs FROM pg_catalog.pg_extension e
+      JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'vector';
+    EXECUTE format('GRANT USAGE ON SCHEMA agent_memory TO %s', role);
+    -- pgvector's types and functions; most installations already let everyone use its schema.
+    IF NOT pg_catalog.has_schema_privilege(role, vs, 'USAGE') THEN
+        EXECUTE format('GRANT USAGE ON SCHEMA %s TO %s', vs, role);
+    END IF;
+    EXECUTE format('GRANT SELECT ON agent_memory.memories, agent_memory.turns, agent_memory.tasks, agent_memory.predicates,
+                    agent_memory.embedding_models, agent_memory.memory_stats TO %s', role);
+    EXECUTE format('GRANT UPDATE (last_hit_at, hit_count) ON agent_memory.memories TO %s', role);
+    functions := ARRAY['memory_recall', 'memory_context', 'memory_context_text', 'memory_evidence', 'memory_decay_score',
+                       'memory_retention_score', 'memory_importance', 'memory_retention'];
+    IF level IN ('writer', 'admin') THEN
+        EXECUTE format('GRANT INSERT, UPDATE ON agent_memory.memories, agent_memory.turns, agent_memory.tasks TO %s', role);
+        EXECUTE format('GRANT INSERT, UPDATE ON agent_memory.predicates TO %s', role);
+        EXECUTE format('GRANT INSERT ON agent_memory.embedding_models TO %s', role);
+        EXECUTE format('GRANT USAGE ON SEQUENCE %s, %s TO %s',
+                       pg_catalog.pg_get_serial_sequence('agent_memory.memories', 'id'),
+                       pg_catalog.pg_get_serial_sequence('agent_memory.turns', 'id'), role);
+        functions := functions || ARRAY['memory_reconcile', 'memory_reconcile_batch', 'memory_update', 'memory_record_turn'];
+    END IF;
+    IF level = 'admin' THEN
+        EXECUTE format('GRANT SELECT, INSERT, UPDATE, DELETE ON agent_memory.memories, agent_memory.turns, agent_memory.tasks,
+                        agent_memory.predicates, agent_memory.runs, agent_memory.maintenance_state TO %s', role);
+        EXECUTE format('GRANT SELECT ON agent_memory.erasures, agent_memory.last_runs TO %s', role);
+        EXECUTE format('GRANT INSERT ON agent_memory.erasures TO %s', role);
+        EXECUTE format('GRANT USAGE ON SEQUENCE %s, %s TO %s',
+                       pg_catalog.pg_get_serial_sequence('agent_memory.runs', 'id'),
+                       pg_catalog.pg_get_serial_sequence('agent_memory.erasures', 'id'), role);
+        functions := functions || ARRAY['memory_forget', 'memory_consolidate', 'memory_erase', 'memory_create_index'];
+    END IF;
+    FOR f IN SELECT p.oid::regprocedure FROM pg_catalog.pg_proc p
+              WHERE p.pronamespace = 'agent_memory'::regnamespace AND p.proname = ANY (functions) LOOP
+        EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO %s', f, role);
+    END LOOP;
+    RETURN format('%s may now use agent_memory as %s', role, level);
+END
+$body$;
+COMMENT ON FUNCTION agent_memory.grant_access(regrole, text) IS
+    'Grants a role one of the access levels: reader (recall, context, evidence), writer (reader + reconcile, update, turns), admin (writer + forget, consolidate, erase, indexes, bookkeeping).';
+
+CREATE FUNCTION agent_memory.revoke_access(role regrole) RETURNS text
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $body$
+DECLARE
+    f regprocedure;
+BEGIN
+    IF role IS NULL THEN
+        RAISE EXCEPTION 'role must not be NULL' USING ERRCODE = 'null_value_not_allowed', HINT = 'Pass the role to revoke.';
+    END IF;
+    EXECUTE format('REVOKE ALL ON ALL TABLES IN SCHEMA agent_memory FROM %s', role);
+    EXECUTE format('REVOKE ALL ON ALL SEQUENCES IN SCHEMA agent_memory FROM %s', role);
+    FOR f IN SELECT p.oid::regprocedure FROM pg_catalog.pg_proc p WHERE p.pronamespace = 'agent_memory'::regnamespace LOOP
+        EXECUTE format('REVOKE EXECUTE ON FUNCTION %s FROM %s', f, role);
+    END LOOP;
+    EXECUTE format('REVOKE USAGE ON SCHEMA agent_memory FROM %s', role);
+    RETURN format('%s may no longer use agent_memory', role);
+END
+$body$;
+COMMENT ON FUNCTION agent_memory.revoke_access(regrole) IS 'Takes back every privilege grant_access gave a role.';
+
+REVOKE ALL ON FUNCTION agent_memory.grant_access(regrole, text), agent_memory.revoke_access(regrole) FROM PUBLIC;
