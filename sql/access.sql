@@ -8,6 +8,48 @@
 
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA agent_memory FROM PUBLIC;
 
+-- Isolation by the database: a role sees, changes and adds only the rows of the user its session
+-- names in agent_memory.user_id (none when it names no user). Admins (members of
+-- agent_memory_admin) and the workers see every user; superusers always do. The functions that
+-- read rows directly (recall, memory_context) apply the same rule themselves.
+DO $do$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname OPERATOR(pg_catalog.=) 'agent_memory_admin') THEN
+        CREATE ROLE agent_memory_admin NOLOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOBYPASSRLS;
+    END IF;
+END
+$do$;
+ALTER TABLE agent_memory.memories ENABLE ROW LEVEL SECURITY;
+ALTER TABLE agent_memory.memories FORCE ROW LEVEL SECURITY;
+ALTER TABLE agent_memory.turns ENABLE ROW LEVEL SECURITY;
+ALTER TABLE agent_memory.turns FORCE ROW LEVEL SECURITY;
+ALTER TABLE agent_memory.tasks ENABLE ROW LEVEL SECURITY;
+ALTER TABLE agent_memory.tasks FORCE ROW LEVEL SECURITY;
+CREATE POLICY tenant ON agent_memory.memories
+    USING (user_id OPERATOR(pg_catalog.=) pg_catalog.current_setting('agent_memory.user_id', true))
+    WITH CHECK (user_id OPERATOR(pg_catalog.=) pg_catalog.current_setting('agent_memory.user_id', true));
+CREATE POLICY tenant ON agent_memory.turns
+    USING (user_id OPERATOR(pg_catalog.=) pg_catalog.current_setting('agent_memory.user_id', true))
+    WITH CHECK (user_id OPERATOR(pg_catalog.=) pg_catalog.current_setting('agent_memory.user_id', true));
+CREATE POLICY tenant ON agent_memory.tasks
+    USING (user_id OPERATOR(pg_catalog.=) pg_catalog.current_setting('agent_memory.user_id', true))
+    WITH CHECK (user_id OPERATOR(pg_catalog.=) pg_catalog.current_setting('agent_memory.user_id', true));
+CREATE POLICY maintenance ON agent_memory.memories TO agent_memory_admin, agent_memory_worker USING (true) WITH CHECK (true);
+CREATE POLICY maintenance ON agent_memory.turns TO agent_memory_admin, agent_memory_worker USING (true) WITH CHECK (true);
+CREATE POLICY maintenance ON agent_memory.tasks TO agent_memory_admin, agent_memory_worker USING (true) WITH CHECK (true);
+
+/* Whether the current role sees every user's rows (a superuser, a role that bypasses row-level
+   security, an admin or a worker), else only the session's user. */
+CREATE FUNCTION agent_memory.sees_every_user() RETURNS boolean
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT NOT pg_catalog.row_security_active('agent_memory.memories'::pg_catalog.regclass)
+        OR pg_catalog.pg_has_role('agent_memory_admin', 'MEMBER')
+        OR pg_catalog.pg_has_role('agent_memory_worker', 'MEMBER')
+$$;
+GRANT EXECUTE ON FUNCTION agent_memory.sees_every_user() TO PUBLIC;
+
 -- The workers' passes: the functions the write trigger calls.
 GRANT EXECUTE ON FUNCTION agent_memory.memory_importance(text, text), agent_memory.memory_retention(text, real, boolean)
     TO agent_memory_worker;
@@ -59,6 +101,7 @@ BEGIN
                        pg_catalog.pg_get_serial_sequence('agent_memory.runs', 'id'),
                        pg_catalog.pg_get_serial_sequence('agent_memory.erasures', 'id'), role);
         functions := functions || ARRAY['memory_forget', 'memory_consolidate', 'memory_erase', 'memory_create_index'];
+        EXECUTE format('GRANT agent_memory_admin TO %s', role);
     END IF;
     FOR f IN SELECT p.oid::regprocedure FROM pg_catalog.pg_proc p
               WHERE p.pronamespace = 'agent_memory'::regnamespace AND p.proname = ANY (functions) LOOP
@@ -86,6 +129,9 @@ BEGIN
         EXECUTE format('REVOKE EXECUTE ON FUNCTION %s FROM %s', f, role);
     END LOOP;
     EXECUTE format('REVOKE USAGE ON SCHEMA agent_memory FROM %s', role);
+    IF pg_catalog.pg_has_role(role, 'agent_memory_admin', 'MEMBER') AND role::oid <> 'agent_memory_admin'::regrole::oid THEN
+        EXECUTE format('REVOKE agent_memory_admin FROM %s', role);
+    END IF;
     RETURN format('%s may no longer use agent_memory', role);
 END
 $body$;

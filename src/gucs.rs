@@ -62,6 +62,9 @@ static MAX_METADATA_BYTES: GucSetting<i32> = GucSetting::<i32>::new(64 * 1024);
 static MAX_BATCH_FACTS: GucSetting<i32> = GucSetting::<i32>::new(10_000);
 /// `agent_memory.default_model`: the embedding model of rows and queries that name none.
 static DEFAULT_MODEL: GucSetting<Option<std::ffi::CString>> = GucSetting::<Option<std::ffi::CString>>::new(Some(c"default"));
+/// `agent_memory.user_id`: the user the session works for; row-level security shows a role
+/// without maintenance rights only that user's rows (default empty: none).
+static SESSION_USER: GucSetting<Option<std::ffi::CString>> = GucSetting::<Option<std::ffi::CString>>::new(None);
 
 /// `agent_memory.reconcile_similarity`: cosine at which an unkeyed match is "the same fact" (default 0.9).
 static RECONCILE_SIMILARITY: GucSetting<f64> = GucSetting::<f64>::new(0.9);
@@ -262,6 +265,14 @@ pub fn init() {
         &MAX_K,
         1,
         1_000_000,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_string_guc(
+        c"agent_memory.user_id",
+        c"The user this session works for: a role without maintenance rights sees only that user's rows.",
+        c"Set per transaction by a pooled service: SET LOCAL agent_memory.user_id = 'user-07'.",
+        &SESSION_USER,
         GucContext::Userset,
         GucFlags::default(),
     );
@@ -575,6 +586,11 @@ pub fn max_k() -> i32 {
 }
 
 /// The default embedding model (`default` when the setting is empty).
+/// The user the session works for (`agent_memory.user_id`), when it names one.
+pub fn session_user() -> Option<String> {
+    SESSION_USER.get().as_deref().map(|s| s.to_string_lossy().into_owned()).filter(|s| !s.is_empty())
+}
+
 pub fn default_model() -> String {
     DEFAULT_MODEL
         .get()

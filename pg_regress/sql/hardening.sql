@@ -172,14 +172,17 @@ SELECT counts, erased_by, position('1234' IN erasures::text) = 0 AS no_content F
 SELECT * FROM agent_memory.memory_erase(NULL);
 \echo :LAST_ERROR_SQLSTATE
 
--- The access model: PUBLIC may run nothing; grant_access gives a role one of three levels.
+-- The access model: PUBLIC may run nothing (but the check of its own rights that row-level
+-- security uses); grant_access gives a role one of three levels.
 SELECT count(*) AS public_execute FROM pg_proc p
- WHERE p.pronamespace = 'agent_memory'::regnamespace AND has_function_privilege('public', p.oid, 'EXECUTE');
+ WHERE p.pronamespace = 'agent_memory'::regnamespace AND has_function_privilege('public', p.oid, 'EXECUTE')
+   AND p.proname <> 'sees_every_user';
 CREATE ROLE hardening_reader;
 CREATE ROLE hardening_writer;
 SELECT agent_memory.grant_access('hardening_reader', 'reader');
 SELECT agent_memory.grant_access('hardening_writer', 'writer');
 SET ROLE hardening_writer;
+SET agent_memory.user_id = 'role-user';
 SELECT action FROM agent_memory.memory_reconcile('role-user', 'user', 'editor', 'vim', 'Uses vim', '[1,0,0,0]', model => 'hard4');
 SELECT agent_memory.memory_record_turn('role-user', 's1', 'user', 'hello') IS NOT NULL AS turn;
 SELECT content FROM agent_memory.memory_recall('role-user', '[1,0,0,0]'::vector, 1, model => 'hard4');
@@ -204,3 +207,4 @@ SELECT content FROM agent_memory.memory_recall('role-user', '[1,0,0,0]'::vector,
 RESET ROLE;
 DROP ROLE hardening_reader;
 DROP ROLE hardening_writer;
+RESET agent_memory.user_id;

@@ -52,6 +52,19 @@ pub fn lineage(client: &mut pgrx::spi::SpiClient<'_>, user: &str, task: &str) ->
     Ok(tasks.unwrap_or_default().into_iter().flatten().collect())
 }
 
+const SEES_EVERY_USER: &str = "SELECT agent_memory.sees_every_user()";
+
+/// Whether the current role may see `user`'s memories: the session works for that user
+/// (`agent_memory.user_id`), or the role sees every user (a superuser, an admin, a worker).
+pub fn sees_user(client: &mut pgrx::spi::SpiClient<'_>, user: &str) -> Result<bool> {
+    if gucs::session_user().as_deref() == Some(user) {
+        return Ok(true);
+    }
+    let every: Option<bool> = crate::error::first_value(crate::plans::read(client, SEES_EVERY_USER, &[]).map_err(spi("checking the role's rights"))?)
+        .map_err(spi("checking the role's rights"))?;
+    Ok(every == Some(true))
+}
+
 /// Whether a memory (or turn) of `task` is visible to a call limited to `lineage`.
 pub fn in_lineage(lineage: &Option<std::collections::HashSet<String>>, untasked: bool, task: Option<&str>) -> bool {
     match (lineage, task) {
@@ -282,6 +295,11 @@ pub fn recall(user_id: Option<&str>, query: Option<&VectorDatum>, opts: RecallOp
             .hint("Pass the question's words as query_text, or its embedding as query."));
     }
     Spi::connect_mut(|client| {
+        // The candidates are read directly, not through SQL: the row-level security rule is
+        // applied here. A role without maintenance rights sees only the session's user.
+        if !sees_user(client, user)? {
+            return Ok(Vec::new());
+        }
         let lineage = match task {
             Some(t) => Some(lineage(client, user, t)?),
             None => None,
