@@ -87,6 +87,7 @@ BEGIN
         EXECUTE format('GRANT INSERT, UPDATE ON agent_memory.memories, agent_memory.turns, agent_memory.tasks TO %s', role);
         EXECUTE format('GRANT INSERT, UPDATE ON agent_memory.predicates TO %s', role);
         EXECUTE format('GRANT INSERT ON agent_memory.embedding_models TO %s', role);
+        EXECUTE format('GRANT SELECT ON agent_memory.lock_salt TO %s', role);
         EXECUTE format('GRANT USAGE ON SEQUENCE %s, %s TO %s',
                        pg_catalog.pg_get_serial_sequence('agent_memory.memories', 'id'),
                        pg_catalog.pg_get_serial_sequence('agent_memory.turns', 'id'), role);

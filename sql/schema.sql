@@ -394,6 +394,16 @@ $$;
 COMMENT ON FUNCTION agent_memory.memory_evidence(bigint) IS
     'The memories a summary was made from (evidence), oldest first; recall skips them.';
 
+-- The seed of the extension's advisory lock keys (src/locks.rs): drawn when the extension is
+-- created, and readable only by the roles that use the extension, so a role with only CONNECT
+-- cannot compute a key and hold it to stall forgetting or a user's writes. Not dumped: a
+-- restored database draws its own.
+CREATE TABLE agent_memory.lock_salt (salt bigint NOT NULL);
+CREATE UNIQUE INDEX lock_salt_one_row ON agent_memory.lock_salt ((true));
+INSERT INTO agent_memory.lock_salt (salt)
+SELECT ('x' || pg_catalog.substr(pg_catalog.md5(pg_catalog.gen_random_uuid()::text), 1, 16))::bit(64)::bigint;
+COMMENT ON TABLE agent_memory.lock_salt IS 'The secret seed of the extension''s advisory lock keys (one row).';
+
 -- Erasure on request (the right to be forgotten): every memory, turn and task of a user is
 -- deleted in one transaction, and a receipt is kept that never holds the content: a hash of the
 -- user id, the time, and the rows deleted per table.
@@ -423,7 +433,8 @@ BEGIN
     END IF;
     -- The user's lock, the one reconciliation and recorded turns take: writes of the user wait,
     -- and nothing of theirs is left behind by a write that raced the erasure.
-    PERFORM pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtextextended('agent_memory.user:' || user_id, 0));
+    PERFORM pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtextextended('agent_memory.user:' || memory_erase.user_id,
+                                                                          (SELECT s.salt FROM agent_memory.lock_salt s)));
     DELETE FROM agent_memory.memories m WHERE m.user_id = memory_erase.user_id;
     GET DIAGNOSTICS n_memories = ROW_COUNT;
     DELETE FROM agent_memory.turns t WHERE t.user_id = memory_erase.user_id;
@@ -478,7 +489,7 @@ GRANT USAGE ON SCHEMA agent_memory TO agent_memory_worker;
 GRANT SELECT, INSERT, UPDATE, DELETE ON agent_memory.memories, agent_memory.runs, agent_memory.maintenance_state
     TO agent_memory_worker;
 GRANT SELECT, INSERT ON agent_memory.embedding_models TO agent_memory_worker;
-GRANT SELECT ON agent_memory.predicates TO agent_memory_worker;
+GRANT SELECT ON agent_memory.predicates, agent_memory.lock_salt TO agent_memory_worker;
 -- (FOR UPDATE SKIP LOCKED, used to delete old turns in batches, needs UPDATE.)
 GRANT SELECT, UPDATE, DELETE ON agent_memory.turns TO agent_memory_worker;
 

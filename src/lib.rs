@@ -6,6 +6,7 @@
 //! * [`error`]: every error, with its SQLSTATE and hint;
 //! * [`plans`]: prepared statements kept for the life of the backend;
 //! * [`scan`]: the direct index scan recall reads its candidates with;
+//! * [`locks`]: the advisory lock keys (per user, per job), salted with a secret;
 //! * [`runs`]: how forgetting and consolidation run their batches, their lock and run rows;
 //! * [`worker`]: the background workers that run them on a schedule.
 //!
@@ -19,6 +20,7 @@ pub mod catalog;
 pub mod error;
 pub mod gucs;
 pub mod json;
+pub mod locks;
 pub mod plans;
 pub mod runs;
 pub mod scan;

@@ -99,9 +99,6 @@ pub fn until_done<D: Driver>(d: &mut D, batch: i64, mut f: impl FnMut(&mut SpiCl
     }
 }
 
-const TRY_LOCK_XACT: &str = "SELECT pg_catalog.pg_try_advisory_xact_lock(pg_catalog.hashtextextended('agent_memory.job:' || $1, 0))";
-const TRY_LOCK_SESSION: &str = "SELECT pg_catalog.pg_try_advisory_lock(pg_catalog.hashtextextended('agent_memory.job:' || $1, 0))";
-const UNLOCK_SESSION: &str = "SELECT pg_catalog.pg_advisory_unlock(pg_catalog.hashtextextended('agent_memory.job:' || $1, 0))";
 const START_RUN: &str = "INSERT INTO agent_memory.runs (job, by_worker) VALUES ($1, $2) RETURNING id";
 const FINISH_RUN: &str = "\
 UPDATE agent_memory.runs SET finished_at = clock_timestamp(), status = $2, steps = $3::jsonb, error = $4, longest_batch_ms = $5, \
@@ -170,7 +167,7 @@ pub fn by_hand(job: Job, dry_run: bool, pass: impl FnOnce(&mut InCallerTransacti
     if dry_run {
         return pass(&mut d);
     }
-    let run_id = d.unit(|client| start_run(client, job, TRY_LOCK_XACT, false)?.ok_or_else(|| busy(job)))?;
+    let run_id = d.unit(|client| start_run(client, job, crate::locks::TRY_LOCK_JOB_XACT, false)?.ok_or_else(|| busy(job)))?;
     let steps = pass(&mut d)?;
     d.unit(|client| finish_run(client, run_id, Ok(&steps), None))?;
     Ok(steps)
@@ -188,14 +185,14 @@ pub enum Attempt {
 /// and the run row is committed first, so a crash leaves it 'running' for the next start to
 /// mark failed.
 pub fn by_worker<D: Driver>(d: &mut D, job: Job, pass: impl FnOnce(&mut D) -> Result<Steps>) -> Result<Attempt> {
-    let Some(run_id) = d.bookkeeping(|client| start_run(client, job, TRY_LOCK_SESSION, true))? else {
+    let Some(run_id) = d.bookkeeping(|client| start_run(client, job, crate::locks::TRY_LOCK_JOB_SESSION, true))? else {
         return Ok(Attempt::Busy);
     };
     let outcome = pass(d).map_err(|e| e.message);
     let longest = d.longest_unit_ms();
     let finish = d.bookkeeping(|client| {
         finish_run(client, run_id, outcome.as_ref().map_err(String::as_str), longest)?;
-        crate::plans::read(client, UNLOCK_SESSION, &[job.name().into()]).map_err(spi("releasing the pass's lock"))?;
+        crate::plans::read(client, crate::locks::UNLOCK_JOB_SESSION, &[job.name().into()]).map_err(spi("releasing the pass's lock"))?;
         Ok(())
     });
     finish?;

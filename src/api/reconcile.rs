@@ -161,7 +161,6 @@ struct Pending {
     version: VersionOf,
 }
 
-const LOCK_USER: &str = "SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtextextended('agent_memory.user:' || $1, 0))";
 /// Each name's canonical predicate, and whether that is many-valued.
 const LOAD_PREDICATES: &str = "SELECT n.name, coalesce(p.alias_of, n.name), coalesce(c.cardinality = 'many', false) \
        FROM unnest($1::text[]) AS n(name) \
@@ -288,7 +287,7 @@ fn conflict() -> MemoryError {
 impl<'a, 'c> Reconciler<'a, 'c> {
     /// Locks the user and reads the model's dimension.
     pub fn new(client: &'a mut SpiClient<'c>, user: &str, model: &str) -> Result<Self> {
-        crate::plans::read(client, LOCK_USER, &[user.into()]).map_err(spi("locking the user"))?;
+        crate::plans::read(client, crate::locks::LOCK_USER, &[user.into()]).map_err(spi("locking the user"))?;
         let dims = crate::catalog::model_dims(client, model)?;
         Ok(Reconciler {
             client,

@@ -10,8 +10,6 @@ use crate::error::{spi, MemoryError, OrRaise, Result};
 const INSERT: &str = "INSERT INTO agent_memory.turns (user_id, session_id, role, content, created_at, metadata, task_id) \
      VALUES ($1, $2, $3, $4, coalesce($5::timestamptz, now()), coalesce($6, '{}'::jsonb), $7) RETURNING id";
 
-const LOCK_USER: &str = "SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtextextended('agent_memory.user:' || $1, 0))";
-
 const ROLES: [&str; 4] = ["system", "user", "assistant", "tool"];
 
 fn record(
@@ -44,7 +42,7 @@ fn record(
     ];
     Spi::connect_mut(|c| {
         // The user's lock, as reconcile and erasure take it: a turn never races an erasure.
-        crate::plans::read(c, LOCK_USER, &[user.into()]).map_err(spi("locking the user"))?;
+        crate::plans::read(c, crate::locks::LOCK_USER, &[user.into()]).map_err(spi("locking the user"))?;
         crate::plans::write(c, INSERT, &args)
             .map_err(spi("recording the turn"))?
             .first()

@@ -347,3 +347,41 @@ fn a_database_owner_cannot_steer_the_worker() {
         admin.execute("SELECT pg_terminate_backend($1)", &[&pid]).unwrap();
     }
 }
+
+/// A role that may only connect holds the lock keys it can compute (the extension's salt is
+/// secret to it): forgetting still runs, and a user's writes are not held up.
+#[test]
+fn a_role_with_only_connect_can_stall_nothing() {
+    let db = "agent_memory_locks";
+    let mut c = fresh_db(db);
+    c.batch_execute(
+        "DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'am_connect_only') THEN CREATE ROLE am_connect_only LOGIN; END IF; END $$;",
+    )
+    .unwrap();
+    let host = std::env::var("AGENT_MEMORY_TEST_HOST").unwrap();
+    let port = std::env::var("AGENT_MEMORY_TEST_PORT").unwrap_or_else(|_| "28816".into());
+    let mut intruder = Client::connect(&format!("host={host} port={port} user=am_connect_only dbname={db}"), postgres::NoTls).unwrap();
+    // The salt is not theirs to read.
+    let err = intruder.query("SELECT salt FROM agent_memory.lock_salt", &[]).unwrap_err();
+    assert_eq!(err.code().map(|s| s.code()), Some("42501"));
+    // The keys they can compute, with any seed they might guess, held for the session.
+    for seed in [0i64, 1, 42] {
+        for name in ["agent_memory.job:forget", "agent_memory.job:consolidate", "agent_memory.user:victim"] {
+            intruder.execute("SELECT pg_advisory_lock(hashtextextended($1, $2))", &[&name, &seed]).unwrap();
+        }
+    }
+    c.batch_execute("SET statement_timeout = '5s'").unwrap();
+    let steps = c.query("SELECT step FROM agent_memory.memory_forget()", &[]).expect("forgetting is not held up");
+    assert_eq!(steps.len(), 4);
+    c.query("SELECT step FROM agent_memory.memory_consolidate()", &[]).expect("consolidation is not held up");
+    let action: String = c
+        .query_one("SELECT action FROM agent_memory.memory_reconcile('victim', NULL, NULL, NULL, 'Likes tea', '[1,0,0,0]'::vector)", &[])
+        .expect("the user's writes are not held up")
+        .get(0);
+    assert_eq!(action, "ADD");
+    c.query_one("SELECT agent_memory.memory_record_turn('victim', 's', 'user', 'hello')", &[]).expect("turns are not held up");
+    drop(intruder);
+    let mut admin = connect("postgres");
+    admin.batch_execute(&format!("DROP DATABASE {db} WITH (FORCE)")).unwrap();
+    admin.batch_execute("DROP ROLE am_connect_only").unwrap();
+}
