@@ -20,7 +20,7 @@ if [ "$which" = evict ]; then
 fi
 bash "$ROOT/scripts/setup.sh" >/dev/null
 install_extension
-PORT="${AGENT_MEMORY_BENCH_PORT:-28817}"
+PORT="${AGENT_MEMORY_BENCH_PORT:-28837}"
 DATA="$(server_dir bench)/data"
 SOCK="$(server_dir bench-socket)"
 trap 'stop_server "$DATA"' EXIT

@@ -9,6 +9,14 @@ say()  { printf '\033[1m==> %s\033[0m\n' "$*"; }
 note() { printf '    %s\n' "$*"; }
 die()  { printf 'error: %s\n' "$*" >&2; exit 1; }
 
+# PG_CONFIG=/path/to/pg_config chooses the PostgreSQL server to build, test and run the demo
+# against (for example one built from source); without it, the distribution's server.
+if [ -n "${PG_CONFIG:-}" ]; then
+  [ -x "$PG_CONFIG" ] || die "PG_CONFIG=$PG_CONFIG is not an executable pg_config"
+  PATH="$(cd "$(dirname "$PG_CONFIG")" && pwd):$PATH"
+  export PATH
+fi
+
 # Run a command as root: directly when we are root, else through sudo.
 as_root() {
   if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi

@@ -43,7 +43,7 @@ note "built $DEB ($(du -h "$DEB" | cut -f1))"
 say "Installing the package and testing it"
 as_root dpkg -i "$DEB" >/dev/null
 dpkg -s "$NAME" | grep -q "Status: install ok installed" || die "the package did not install"
-PORT="${AGENT_MEMORY_PACKAGE_PORT:-28818}"
+PORT="${AGENT_MEMORY_PACKAGE_PORT:-28839}"
 DATA="$(server_dir package-test)/data"
 SOCK="$(server_dir package-socket)"
 trap 'stop_server "$DATA"' EXIT

@@ -25,22 +25,31 @@ command -v apt-get >/dev/null || die "this script needs a Debian or Ubuntu machi
 if [ "$(id -u)" -ne 0 ] && ! command -v sudo >/dev/null; then die "run as root, or install sudo"; fi
 apt_install ca-certificates curl build-essential pkg-config libssl-dev clang libclang-dev dpkg-dev sudo
 
-# PostgreSQL: use the installed major, else the distribution's default.
-if ! ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1; then
-  apt_install postgresql
+if [ -n "${PG_CONFIG:-}" ]; then
+  # The server an operator chose: nothing of PostgreSQL is installed or replaced.
+  MAJOR="$(pg_major)"
+  [ -x "$(pg_config --bindir)/postgres" ] || die "$(pg_config --bindir)/postgres does not exist (PG_CONFIG=$PG_CONFIG)"
+  [ -f "$(pg_config --includedir-server)/postgres.h" ] || die "the server headers of PG_CONFIG=$PG_CONFIG are missing"
+  note "PostgreSQL $MAJOR ($(pg_config --bindir), chosen by PG_CONFIG)"
+else
+  # PostgreSQL: use the installed major, else the distribution's default.
+  if ! ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1; then
+    apt_install postgresql
+  fi
+  MAJOR="$(ls -d /usr/lib/postgresql/*/bin/postgres | sed -E 's|/usr/lib/postgresql/([0-9]+)/.*|\1|' | sort -n | tail -1)"
+  apt_install "postgresql-$MAJOR" "postgresql-server-dev-$MAJOR"
+  command -v pg_config >/dev/null || die "pg_config not found after installing postgresql-server-dev-$MAJOR"
+  [ "$(pg_major)" = "$MAJOR" ] || die "pg_config reports PostgreSQL $(pg_major), expected $MAJOR (choose a server with PG_CONFIG=/path/to/pg_config)"
+  note "PostgreSQL $MAJOR ($(pg_config --bindir))"
 fi
-MAJOR="$(ls -d /usr/lib/postgresql/*/bin/postgres | sed -E 's|/usr/lib/postgresql/([0-9]+)/.*|\1|' | sort -n | tail -1)"
-apt_install "postgresql-$MAJOR" "postgresql-server-dev-$MAJOR"
-command -v pg_config >/dev/null || die "pg_config not found after installing postgresql-server-dev-$MAJOR"
-[ "$(pg_major)" = "$MAJOR" ] || die "pg_config reports PostgreSQL $(pg_major), expected $MAJOR"
-note "PostgreSQL $MAJOR ($(pg_config --bindir))"
 
 say "pgvector"
 if [ -f "$(pg_config --sharedir)/extension/vector.control" ]; then
   note "installed: $(grep default_version "$(pg_config --sharedir)/extension/vector.control")"
 else
   [ "$APT_UPDATED" -eq 1 ] || { as_root apt-get update -qq; APT_UPDATED=1; }
-  if apt_has "postgresql-$MAJOR-pgvector"; then
+  # A distribution package fits the distribution's server only; a chosen server gets a build.
+  if [ -z "${PG_CONFIG:-}" ] && apt_has "postgresql-$MAJOR-pgvector"; then
     apt_install "postgresql-$MAJOR-pgvector"
   else
     # Not packaged here (Debian 12): build Debian's trixie source package with PGXS.

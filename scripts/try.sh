@@ -7,7 +7,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 bash "$ROOT/scripts/setup.sh"
 cd "$ROOT"
 install_extension
-PORT="${AGENT_MEMORY_PORT:-28815}"
+PORT="${AGENT_MEMORY_PORT:-28835}"
 DATA="$(server_dir demo)/data"
 SOCK="$(server_dir demo-socket)"
 say "Starting PostgreSQL $(pg_major) (port $PORT, socket $SOCK, data $DATA)"

@@ -14,7 +14,7 @@ use agent_memory_core::context::{pack, Item, Tokenizer};
 use pgrx::datum::TimestampWithTimeZone;
 use pgrx::prelude::*;
 
-use crate::api::recall::{check_user, in_lineage, lineage, recall, RecallOptions};
+use crate::api::recall::{check_user, in_lineage, lineage, read_only, recall, RecallOptions};
 use crate::error::{spi, MemoryError, OrRaise, Result};
 use crate::gucs;
 use crate::vector::{HalfVec, IntoVectorDatum, Vector, VectorDatum};
@@ -85,11 +85,6 @@ pub struct ContextArgs<'a> {
     pub task_id: Option<&'a str>,
     pub untasked: Option<bool>,
     pub touch: Option<bool>,
-}
-
-fn read_only() -> bool {
-    // SAFETY: plain reads of backend-global state.
-    unsafe { pgrx::pg_sys::XactReadOnly || pgrx::pg_sys::RecoveryInProgress() }
 }
 
 /// Assembles the context; returns its rows in prompt order and how many items were left out.

@@ -304,8 +304,7 @@ fn evict_users(
     weights: &agent_memory_core::forget::RetentionWeights,
 ) -> Result<i64> {
     use agent_memory_core::forget::{select_evictions, Keepable};
-    // SAFETY: reads the start time of the transaction, which is what now() returns.
-    let now = unsafe { pg_sys::GetCurrentTransactionStartTimestamp() };
+    let now = crate::vector::transaction_start();
     let mut ids: Vec<i64> = Vec::new();
     let mut tids: Vec<pg_sys::ItemPointerData> = Vec::new();
     crate::scan::with_fresh_snapshot(|| -> Result<()> {
@@ -365,8 +364,7 @@ fn memory_forget(dry_run: default!(Option<bool>, false)) -> TableIterator<'stati
 /// the aged hit count. Bulk reads (`touch => false`) change none of them.
 #[pg_extern(stable, parallel_safe)]
 fn memory_retention_score(importance: Option<f32>, last_hit_at: Option<TimestampWithTimeZone>, hit_count: Option<i32>) -> f64 {
-    // SAFETY: reads the start time of the transaction, which is what now() returns.
-    let now = unsafe { pg_sys::GetCurrentTransactionStartTimestamp() };
+    let now = crate::vector::transaction_start();
     // The same ages as the pass: NULL and -infinity are infinitely old, infinity is now.
     let hours = last_hit_at.map_or(f64::INFINITY, |t| agent_memory_core::decay::age_hours(now, t.into_inner()));
     gucs::retention_weights().score(importance.unwrap_or(0.0) as f64, hours, hit_count.unwrap_or(0) as f64)

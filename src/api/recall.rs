@@ -555,7 +555,7 @@ fn not_null(column: &str) -> MemoryError {
 
 /// Whether this transaction cannot write (a standby, or `SET TRANSACTION READ ONLY`): recall
 /// then returns its rows without refreshing `last_hit_at`.
-fn read_only() -> bool {
+pub fn read_only() -> bool {
     // SAFETY: plain reads of backend-global state.
     unsafe { pgrx::pg_sys::XactReadOnly || pgrx::pg_sys::RecoveryInProgress() }
 }

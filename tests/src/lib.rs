@@ -4,12 +4,22 @@
 
 use postgres::{Client, NoTls};
 
-/// Connection parameters of the test server, from the environment `scripts/test.sh` sets.
-fn params(dbname: &str) -> String {
+/// The test server's socket folder and port, from the environment `scripts/test.sh` sets.
+pub fn host_port() -> (String, String) {
     let host = std::env::var("AGENT_MEMORY_TEST_HOST")
         .expect("AGENT_MEMORY_TEST_HOST is not set: run these tests through scripts/test.sh, which starts the server");
-    let port = std::env::var("AGENT_MEMORY_TEST_PORT").unwrap_or_else(|_| "28816".into());
-    format!("host={host} port={port} user=postgres dbname={dbname}")
+    let port = std::env::var("AGENT_MEMORY_TEST_PORT").unwrap_or_else(|_| "28836".into());
+    (host, port)
+}
+
+/// Connection parameters of the test server for `user` and `dbname`.
+pub fn params_as(user: &str, dbname: &str) -> String {
+    let (host, port) = host_port();
+    format!("host={host} port={port} user={user} dbname={dbname}")
+}
+
+fn params(dbname: &str) -> String {
+    params_as("postgres", dbname)
 }
 
 /// A connection to database `dbname` of the test server.

@@ -16,8 +16,7 @@ fn bindir() -> String {
 }
 
 fn server_args() -> Vec<String> {
-    let host = std::env::var("AGENT_MEMORY_TEST_HOST").expect("AGENT_MEMORY_TEST_HOST");
-    let port = std::env::var("AGENT_MEMORY_TEST_PORT").unwrap_or_else(|_| "28816".into());
+    let (host, port) = agent_memory_tests::host_port();
     vec!["-h".into(), host, "-p".into(), port, "-U".into(), "postgres".into()]
 }
 
@@ -232,9 +231,7 @@ fn a_database_owner_cannot_steer_the_worker() {
     .unwrap();
 
     // What the owner plants, as the owner.
-    let host = std::env::var("AGENT_MEMORY_TEST_HOST").unwrap();
-    let port = std::env::var("AGENT_MEMORY_TEST_PORT").unwrap_or_else(|_| "28816".into());
-    let mut owner = Client::connect(&format!("host={host} port={port} user=am_owner dbname={WORKER_DB}"), postgres::NoTls).unwrap();
+    let mut owner = Client::connect(&agent_memory_tests::params_as("am_owner", WORKER_DB), postgres::NoTls).unwrap();
     owner
         .batch_execute(&format!(
             "CREATE SCHEMA evil;
@@ -358,9 +355,7 @@ fn a_role_with_only_connect_can_stall_nothing() {
         "DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'am_connect_only') THEN CREATE ROLE am_connect_only LOGIN; END IF; END $$;",
     )
     .unwrap();
-    let host = std::env::var("AGENT_MEMORY_TEST_HOST").unwrap();
-    let port = std::env::var("AGENT_MEMORY_TEST_PORT").unwrap_or_else(|_| "28816".into());
-    let mut intruder = Client::connect(&format!("host={host} port={port} user=am_connect_only dbname={db}"), postgres::NoTls).unwrap();
+    let mut intruder = Client::connect(&agent_memory_tests::params_as("am_connect_only", db), postgres::NoTls).unwrap();
     // The salt is not theirs to read.
     let err = intruder.query("SELECT salt FROM agent_memory.lock_salt", &[]).unwrap_err();
     assert_eq!(err.code().map(|s| s.code()), Some("42501"));

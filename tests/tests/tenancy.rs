@@ -15,9 +15,7 @@ use postgres::Client;
 const DB: &str = "agent_memory_tenancy";
 
 fn role_client(role: &str) -> Client {
-    let host = std::env::var("AGENT_MEMORY_TEST_HOST").unwrap();
-    let port = std::env::var("AGENT_MEMORY_TEST_PORT").unwrap_or_else(|_| "28816".into());
-    Client::connect(&format!("host={host} port={port} user={role} dbname={DB}"), postgres::NoTls).unwrap()
+    Client::connect(&agent_memory_tests::params_as(role, DB), postgres::NoTls).unwrap()
 }
 
 fn setup_roles(c: &mut Client) {
@@ -142,15 +140,7 @@ fn an_erasure_under_concurrent_writes_leaves_nothing_written_before_it() {
         .map(|w| {
             let stop = stop.clone();
             thread::spawn(move || {
-                let mut c = Client::connect(
-                    &format!(
-                        "host={} port={} user=postgres dbname=agent_memory_erase_race",
-                        std::env::var("AGENT_MEMORY_TEST_HOST").unwrap(),
-                        std::env::var("AGENT_MEMORY_TEST_PORT").unwrap_or_else(|_| "28816".into())
-                    ),
-                    postgres::NoTls,
-                )
-                .unwrap();
+                let mut c = connect("agent_memory_erase_race");
                 let mut rng = Rng(w + 50);
                 let mut n = 0;
                 while !stop.load(Ordering::Relaxed) {
