@@ -271,7 +271,7 @@ fn scan_active(
         while pg_sys::index_getnext_slot(s.scan, pg_sys::ScanDirection::ForwardScanDirection, s.slot) {
             // A cancel or statement_timeout stops a scan of a large user within a few thousand rows.
             read = read.wrapping_add(1);
-            if read % 1024 == 0 {
+            if read.is_multiple_of(1024) {
                 pgrx::check_for_interrupts!();
             }
             if ((*s.slot).tts_nvalid as i32) < max_attr {

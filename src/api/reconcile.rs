@@ -272,6 +272,10 @@ pub struct Reconciler<'a, 'c> {
     reinforce: HashMap<i64, (i32, i32, Option<String>, Option<String>)>,
 }
 
+/// A reinforced row as written: id, version read, times reinforced, the caller's `expires_at`
+/// and `valid_until`.
+type Reinforced = (i64, i32, i32, Option<String>, Option<String>);
+
 /// A NOT NULL column read as NULL: the schema is not what this library expects.
 fn not_null(column: &str) -> MemoryError {
     MemoryError::corrupted(format!("memories.{column} is NULL"))
@@ -533,7 +537,7 @@ impl<'a, 'c> Reconciler<'a, 'c> {
         let best = most_similar(
             candidates.iter().map(|m| {
                 checked += 1;
-                if checked % 4096 == 0 {
+                if checked.is_multiple_of(4096) {
                     pgrx::check_for_interrupts!();
                 }
                 vecmath::dot(unit, &m.unit)
@@ -556,7 +560,7 @@ impl<'a, 'c> Reconciler<'a, 'c> {
         let mut checked = 0usize;
         for m in known.existing.iter().chain(known.recent.iter()).filter(|m| m.episodic == episodic) {
             checked += 1;
-            if checked % 4096 == 0 {
+            if checked.is_multiple_of(4096) {
                 pgrx::check_for_interrupts!();
             }
             let cosine = vecmath::dot(unit, &m.unit);
@@ -879,8 +883,7 @@ impl<'a, 'c> Reconciler<'a, 'c> {
             }
         }
         if !self.reinforce.is_empty() {
-            let items: Vec<(i64, i32, i32, Option<String>, Option<String>)> =
-                self.reinforce.iter().map(|(id, (v, n, e, u))| (*id, *v, *n, e.clone(), u.clone())).collect();
+            let items: Vec<Reinforced> = self.reinforce.iter().map(|(id, (v, n, e, u))| (*id, *v, *n, e.clone(), u.clone())).collect();
             let args = [
                 items.iter().map(|r| r.0).collect::<Vec<i64>>().into(),
                 items.iter().map(|r| r.1).collect::<Vec<i32>>().into(),
