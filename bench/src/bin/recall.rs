@@ -50,6 +50,11 @@ fn sentence(rng: &mut Rng, i: usize) -> String {
     out
 }
 
+/// The layout of the loaded rows (BENCH_LAYOUT): `interleaved` (default) or `by_user`.
+fn layout() -> String {
+    std::env::var("BENCH_LAYOUT").unwrap_or_else(|_| "interleaved".into())
+}
+
 /// Loads a data set by binary COPY; returns the load time.
 fn load(c: &mut Client, set: &Set, seed: u64) -> Duration {
     let vtype: Type = c.prepare("SELECT $1::vector").unwrap().params()[0].clone();
@@ -62,18 +67,34 @@ fn load(c: &mut Client, set: &Set, seed: u64) -> Duration {
     let types = [Type::TEXT, Type::TEXT, Type::TEXT, vtype, Type::TEXT, Type::FLOAT4, Type::TIMESTAMPTZ];
     let mut w = BinaryCopyInWriter::new(sink, &types);
     let now = std::time::SystemTime::now();
-    for (prefix, users, per_user) in &set.users {
-        for u in 0..*users {
-            let user = format!("{prefix}{u:04}");
-            for i in 0..*per_user {
-                let emb = Vector::from(clustered(&mut rng, &cs, 0.8));
-                let importance = (rng.next_u64() % 101) as f32 / 100.0;
-                let age = Duration::from_secs(rng.next_u64() % (90 * 24 * 3600));
-                let kind = if i % 3 == 0 { "episodic" } else { "semantic" };
-                let content = sentence(&mut rng, i);
-                w.write(&[&user, &kind, &content, &emb, &set.model, &importance, &(now - age)]).unwrap();
+    // The order rows are written in: interleaved (the default), as concurrent traffic of many
+    // users writes them, so that one user's rows are spread over the table; or user by user
+    // (BENCH_LAYOUT=by_user), the best case, where a user's rows sit together.
+    let by_user = layout() == "by_user";
+    let mut order: Vec<(String, usize)> = Vec::new();
+    let longest = set.users.iter().map(|u| u.2).max().unwrap_or(0);
+    if by_user {
+        for (prefix, users, per_user) in &set.users {
+            for u in 0..*users {
+                order.extend((0..*per_user).map(|i| (format!("{prefix}{u:04}"), i)));
             }
         }
+    } else {
+        for i in 0..longest {
+            for (prefix, users, per_user) in &set.users {
+                if i < *per_user {
+                    order.extend((0..*users).map(|u| (format!("{prefix}{u:04}"), i)));
+                }
+            }
+        }
+    }
+    for (user, i) in order {
+        let emb = Vector::from(clustered(&mut rng, &cs, 0.8));
+        let importance = (rng.next_u64() % 101) as f32 / 100.0;
+        let age = Duration::from_secs(rng.next_u64() % (90 * 24 * 3600));
+        let kind = if i % 3 == 0 { "episodic" } else { "semantic" };
+        let content = sentence(&mut rng, i);
+        w.write(&[&user, &kind, &content, &emb, &set.model, &importance, &(now - age)]).unwrap();
     }
     w.finish().unwrap();
     c.batch_execute("ANALYZE agent_memory.memories").unwrap();
@@ -216,7 +237,13 @@ fn main() {
         let mut c = fresh_db(set.db);
         let loaded = load(&mut c, set, 100 + si as u64);
         let total: usize = set.users.iter().map(|u| u.1 * u.2).sum();
-        notes.push(format!("- `{}`: {total} memories at {} dimensions loaded by COPY in {:.1} s", set.db, set.dims, loaded.as_secs_f64()));
+        notes.push(format!(
+            "- `{}`: {total} memories at {} dimensions loaded by COPY in {:.1} s, {} layout",
+            set.db,
+            set.dims,
+            loaded.as_secs_f64(),
+            layout()
+        ));
         if set.hnsw {
             let t = Instant::now();
             c.batch_execute("SET maintenance_work_mem = '2GB'").unwrap();
@@ -229,7 +256,7 @@ fn main() {
         let mut scenarios: Vec<(String, Vec<String>)> = Vec::new();
         for (prefix, users, per_user) in &set.users {
             let picked: Vec<String> = (0..(*users).min(20)).map(|i| format!("{prefix}{:04}", (i * 7919) % users)).collect();
-            scenarios.push((format!("{} × {per_user} rows/user, {} dims ({})", users, set.dims, set.db), picked));
+            scenarios.push((format!("{} × {per_user} rows/user, {} dims ({}, {})", users, set.dims, set.db, layout()), picked));
         }
         for (name, users) in scenarios {
             let queries: Vec<(String, Vec<f32>, Vec<i64>)> = users
