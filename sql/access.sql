@@ -19,24 +19,21 @@ BEGIN
     END IF;
 END
 $do$;
-ALTER TABLE agent_memory.memories ENABLE ROW LEVEL SECURITY;
-ALTER TABLE agent_memory.memories FORCE ROW LEVEL SECURITY;
-ALTER TABLE agent_memory.turns ENABLE ROW LEVEL SECURITY;
-ALTER TABLE agent_memory.turns FORCE ROW LEVEL SECURITY;
-ALTER TABLE agent_memory.tasks ENABLE ROW LEVEL SECURITY;
-ALTER TABLE agent_memory.tasks FORCE ROW LEVEL SECURITY;
-CREATE POLICY tenant ON agent_memory.memories
-    USING (user_id OPERATOR(pg_catalog.=) pg_catalog.current_setting('agent_memory.user_id', true))
-    WITH CHECK (user_id OPERATOR(pg_catalog.=) pg_catalog.current_setting('agent_memory.user_id', true));
-CREATE POLICY tenant ON agent_memory.turns
-    USING (user_id OPERATOR(pg_catalog.=) pg_catalog.current_setting('agent_memory.user_id', true))
-    WITH CHECK (user_id OPERATOR(pg_catalog.=) pg_catalog.current_setting('agent_memory.user_id', true));
-CREATE POLICY tenant ON agent_memory.tasks
-    USING (user_id OPERATOR(pg_catalog.=) pg_catalog.current_setting('agent_memory.user_id', true))
-    WITH CHECK (user_id OPERATOR(pg_catalog.=) pg_catalog.current_setting('agent_memory.user_id', true));
-CREATE POLICY maintenance ON agent_memory.memories TO agent_memory_admin, agent_memory_worker USING (true) WITH CHECK (true);
-CREATE POLICY maintenance ON agent_memory.turns TO agent_memory_admin, agent_memory_worker USING (true) WITH CHECK (true);
-CREATE POLICY maintenance ON agent_memory.tasks TO agent_memory_admin, agent_memory_worker USING (true) WITH CHECK (true);
+DO $do$
+DECLARE
+    t text;
+BEGIN
+    FOREACH t IN ARRAY ARRAY['memories', 'turns', 'tasks'] LOOP
+        EXECUTE format('ALTER TABLE agent_memory.%I ENABLE ROW LEVEL SECURITY', t);
+        EXECUTE format('ALTER TABLE agent_memory.%I FORCE ROW LEVEL SECURITY', t);
+        EXECUTE format('CREATE POLICY tenant ON agent_memory.%I
+                            USING (user_id OPERATOR(pg_catalog.=) pg_catalog.current_setting(''agent_memory.user_id'', true))
+                            WITH CHECK (user_id OPERATOR(pg_catalog.=) pg_catalog.current_setting(''agent_memory.user_id'', true))', t);
+        EXECUTE format('CREATE POLICY maintenance ON agent_memory.%I TO agent_memory_admin, agent_memory_worker
+                            USING (true) WITH CHECK (true)', t);
+    END LOOP;
+END
+$do$;
 
 /* Whether the current role sees every user's rows (a superuser, a role that bypasses row-level
    security, an admin or a worker), else only the session's user. */
