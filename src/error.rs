@@ -51,6 +51,13 @@ impl MemoryError {
         Self::new(PgSqlErrorCode::ERRCODE_DATA_CORRUPTED, message)
     }
 
+    /// XX001: a NOT NULL column of `memories` read as NULL: the installed schema is not what this
+    /// library expects.
+    pub fn not_null_column(column: &str) -> Self {
+        Self::corrupted(format!("memories.{column} is NULL"))
+            .hint("The installed schema does not match the library: run ALTER EXTENSION agent_memory UPDATE.")
+    }
+
     /// Raises the error as an `ERROR`; the current transaction is aborted.
     pub fn raise(self) -> ! {
         let mut report = ErrorReport::new(self.code, self.message, "agent_memory");

@@ -354,6 +354,12 @@ pub fn transaction_start() -> i64 {
     unsafe { pg_sys::GetCurrentTransactionStartTimestamp() }
 }
 
+/// Whether the current role is a superuser (row-level security never applies to it).
+pub fn is_superuser() -> bool {
+    // SAFETY: reads the current role's attributes from the syscache.
+    unsafe { pg_sys::superuser() }
+}
+
 /// The text of a `text` datum (detoasted if needed; a copy only when it was toasted or is not
 /// valid UTF-8).
 ///

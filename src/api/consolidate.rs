@@ -216,10 +216,10 @@ fn similar_pairs(user: &str, model: &str, threshold: f64, skip: &HashSet<i64>, s
     })?;
     let dims = dims.unwrap_or(0);
     let mut pairs = Vec::new();
-    let mut keys: Vec<&Group> = groups.keys().collect();
-    keys.sort();
-    for key in keys {
-        let mut rows = groups[key].clone();
+    let mut groups: Vec<(Group, Vec<(i64, i64, usize)>)> = groups.into_iter().collect();
+    groups.sort_by(|a, b| a.0.cmp(&b.0));
+    for (_, mut rows) in groups {
+        pgrx::check_for_interrupts!();
         // Newest first: the newest of a group is kept.
         rows.sort_by(|a, b| b.0.cmp(&a.0).then(b.1.cmp(&a.1)));
         let vectors: Vec<&[f32]> = rows.iter().map(|r| &flat[r.2..r.2 + dims]).collect();

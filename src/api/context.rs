@@ -120,7 +120,7 @@ pub fn context(user_id: Option<&str>, session_id: Option<&str>, query: Option<&V
     let tokenizer = gucs::tokenizer_kind();
     let text = a.query_text.map(str::trim).filter(|t| !t.is_empty());
 
-    let (procedural, working, lineage_set) = Spi::connect_mut(|client| -> Result<_> {
+    let (procedural, working) = Spi::connect_mut(|client| -> Result<_> {
         let lineage_set = match a.task_id {
             Some(t) => Some(lineage(client, user, t)?),
             None => None,
@@ -163,7 +163,7 @@ pub fn context(user_id: Option<&str>, session_id: Option<&str>, query: Option<&V
             }
             working.reverse(); // oldest first
         }
-        Ok((procedural, working, lineage_set))
+        Ok((procedural, working))
     })?;
 
     // Long-term: recall's ranking (hybrid with query_text), standing instructions excluded (they
@@ -218,7 +218,6 @@ pub fn context(user_id: Option<&str>, session_id: Option<&str>, query: Option<&V
             });
         }
     }
-    let _ = lineage_set;
 
     let count = |rows: &mut Vec<ContextRow>| -> Vec<Item> {
         rows.iter_mut()

@@ -57,7 +57,8 @@ const SEES_EVERY_USER: &str = "SELECT agent_memory.sees_every_user()";
 /// Whether the current role may see `user`'s memories: the session works for that user
 /// (`agent_memory.user_id`), or the role sees every user (a superuser, an admin, a worker).
 pub fn sees_user(client: &mut pgrx::spi::SpiClient<'_>, user: &str) -> Result<bool> {
-    if gucs::session_user().as_deref() == Some(user) {
+    // A superuser always sees every row, so most calls need no query here.
+    if gucs::session_user().as_deref() == Some(user) || crate::vector::is_superuser() {
         return Ok(true);
     }
     let every: Option<bool> = crate::error::first_value(crate::plans::read(client, SEES_EVERY_USER, &[]).map_err(spi("checking the role's rights"))?)
@@ -523,12 +524,12 @@ fn approximate(
             .select(sql.as_str(), None, &[user.into(), model.into(), kinds.clone().into(), qd, n.into(), include_archived.into()])
             .map_err(spi("reading the index's candidates"))?;
         while table.next().is_some() {
-            let id: i64 = table.get(1).map_err(spi("reading id"))?.ok_or_else(|| not_null("id"))?;
-            let importance: f32 = table.get(2).map_err(spi("reading importance"))?.ok_or_else(|| not_null("importance"))?;
-            let last_hit: TimestampWithTimeZone = table.get(3).map_err(spi("reading last_hit_at"))?.ok_or_else(|| not_null("last_hit_at"))?;
-            let episodic: bool = table.get(4).map_err(spi("reading kind"))?.ok_or_else(|| not_null("kind"))?;
-            let created: TimestampWithTimeZone = table.get(6).map_err(spi("reading created_at"))?.ok_or_else(|| not_null("created_at"))?;
-            let Some(raw) = table.get_datum_by_ordinal(5).map_err(spi("reading emb"))? else { return Err(not_null("emb")) };
+            let id: i64 = table.get(1).map_err(spi("reading id"))?.ok_or_else(|| MemoryError::not_null_column("id"))?;
+            let importance: f32 = table.get(2).map_err(spi("reading importance"))?.ok_or_else(|| MemoryError::not_null_column("importance"))?;
+            let last_hit: TimestampWithTimeZone = table.get(3).map_err(spi("reading last_hit_at"))?.ok_or_else(|| MemoryError::not_null_column("last_hit_at"))?;
+            let episodic: bool = table.get(4).map_err(spi("reading kind"))?.ok_or_else(|| MemoryError::not_null_column("kind"))?;
+            let created: TimestampWithTimeZone = table.get(6).map_err(spi("reading created_at"))?.ok_or_else(|| MemoryError::not_null_column("created_at"))?;
+            let Some(raw) = table.get_datum_by_ordinal(5).map_err(spi("reading emb"))? else { return Err(MemoryError::not_null_column("emb")) };
             // SAFETY: column 5 is `memories.emb`, of type `vector`.
             let emb = unsafe { VectorDatum::from_datum(raw, Element::F32) }?;
             emb.with_f32(&mut scratch, |x| {
@@ -545,12 +546,6 @@ fn approximate(
         .select(set, None, &[it.unwrap_or_else(|| "off".into()).into(), ef.unwrap_or_else(|| "40".into()).into()])
         .map_err(spi("restoring pgvector's settings"))?;
     Ok(())
-}
-
-/// A NOT NULL column read as NULL: the schema is not what this library expects.
-fn not_null(column: &str) -> MemoryError {
-    MemoryError::corrupted(format!("memories.{column} is NULL"))
-        .hint("The installed schema does not match the library: run ALTER EXTENSION agent_memory UPDATE.")
 }
 
 /// Whether this transaction cannot write (a standby, or `SET TRANSACTION READ ONLY`): recall

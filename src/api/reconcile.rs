@@ -276,12 +276,6 @@ pub struct Reconciler<'a, 'c> {
 /// and `valid_until`.
 type Reinforced = (i64, i32, i32, Option<String>, Option<String>);
 
-/// A NOT NULL column read as NULL: the schema is not what this library expects.
-fn not_null(column: &str) -> MemoryError {
-    MemoryError::corrupted(format!("memories.{column} is NULL"))
-        .hint("The installed schema does not match the library: run ALTER EXTENSION agent_memory UPDATE.")
-}
-
 fn conflict() -> MemoryError {
     MemoryError::new(PgSqlErrorCode::ERRCODE_T_R_SERIALIZATION_FAILURE, "a memory changed while it was reconciled")
         .detail("Another session updated a memory this call decided on.")
@@ -405,11 +399,11 @@ impl<'a, 'c> Reconciler<'a, 'c> {
             let table = crate::plans::write(self.client, LOAD_KEYS, &[self.user.clone().into(), subjects.into(), predicates.into()])
                 .map_err(spi("reading the user's facts"))?;
             for r in table {
-                let id: i64 = r.get(1).map_err(spi("reading id"))?.ok_or_else(|| not_null("id"))?;
-                let subject: String = r.get(3).map_err(spi("reading subject"))?.ok_or_else(|| not_null("subject"))?;
-                let predicate: String = r.get(4).map_err(spi("reading predicate"))?.ok_or_else(|| not_null("predicate"))?;
+                let id: i64 = r.get(1).map_err(spi("reading id"))?.ok_or_else(|| MemoryError::not_null_column("id"))?;
+                let subject: String = r.get(3).map_err(spi("reading subject"))?.ok_or_else(|| MemoryError::not_null_column("subject"))?;
+                let predicate: String = r.get(4).map_err(spi("reading predicate"))?.ok_or_else(|| MemoryError::not_null_column("predicate"))?;
                 let state = RowState {
-                    version: r.get(2).map_err(spi("reading version"))?.ok_or_else(|| not_null("version"))?,
+                    version: r.get(2).map_err(spi("reading version"))?.ok_or_else(|| MemoryError::not_null_column("version"))?,
                     active: true,
                     key: Some((subject, predicate, r.get::<String>(7).map_err(spi("reading object_key"))?)),
                     content: None,
@@ -424,11 +418,11 @@ impl<'a, 'c> Reconciler<'a, 'c> {
             let table = crate::plans::write(self.client, LOAD_CONTENT, &[self.user.clone().into(), self.model.clone().into(), texts.into()])
                 .map_err(spi("reading the user's memories"))?;
             for r in table {
-                let id: i64 = r.get(1).map_err(spi("reading id"))?.ok_or_else(|| not_null("id"))?;
+                let id: i64 = r.get(1).map_err(spi("reading id"))?.ok_or_else(|| MemoryError::not_null_column("id"))?;
                 let episodic: bool = r.get(4).map_err(spi("reading kind"))?.unwrap_or(false);
-                let content: String = r.get(3).map_err(spi("reading content"))?.ok_or_else(|| not_null("content"))?;
+                let content: String = r.get(3).map_err(spi("reading content"))?.ok_or_else(|| MemoryError::not_null_column("content"))?;
                 let state = RowState {
-                    version: r.get(2).map_err(spi("reading version"))?.ok_or_else(|| not_null("version"))?,
+                    version: r.get(2).map_err(spi("reading version"))?.ok_or_else(|| MemoryError::not_null_column("version"))?,
                     active: true,
                     key: None,
                     content: Some((content, episodic)),
@@ -442,7 +436,7 @@ impl<'a, 'c> Reconciler<'a, 'c> {
             let table = crate::plans::write(self.client, LOAD_TARGETS, &[targets.into(), self.user.clone().into()])
                 .map_err(spi("reading the target memories"))?;
             for r in table {
-                let id: i64 = r.get(1).map_err(spi("reading id"))?.ok_or_else(|| not_null("id"))?;
+                let id: i64 = r.get(1).map_err(spi("reading id"))?.ok_or_else(|| MemoryError::not_null_column("id"))?;
                 if !r.get::<bool>(4).map_err(spi("reading user_id"))?.unwrap_or(false) {
                     continue; // another user's memory: reported as not found
                 }
@@ -450,8 +444,8 @@ impl<'a, 'c> Reconciler<'a, 'c> {
                 let predicate: Option<String> = r.get(6).map_err(spi("reading predicate"))?;
                 let object_key: Option<String> = r.get(9).map_err(spi("reading object_key"))?;
                 let state = RowState {
-                    version: r.get(2).map_err(spi("reading version"))?.ok_or_else(|| not_null("version"))?,
-                    active: r.get(3).map_err(spi("reading active"))?.ok_or_else(|| not_null("active"))?,
+                    version: r.get(2).map_err(spi("reading version"))?.ok_or_else(|| MemoryError::not_null_column("version"))?,
+                    active: r.get(3).map_err(spi("reading active"))?.ok_or_else(|| MemoryError::not_null_column("active"))?,
                     key: subject.zip(predicate).map(|(s, p)| (s, p, object_key)),
                     content: None,
                     object: r.get(7).map_err(spi("reading object"))?,
@@ -475,9 +469,9 @@ impl<'a, 'c> Reconciler<'a, 'c> {
             let mut found = Vec::new();
             while table.next().is_some() {
                 pgrx::check_for_interrupts!();
-                let id: i64 = table.get(1).map_err(spi("reading id"))?.ok_or_else(|| not_null("id"))?;
-                let version: i32 = table.get(2).map_err(spi("reading version"))?.ok_or_else(|| not_null("version"))?;
-                let Some(raw) = table.get_datum_by_ordinal(3).map_err(spi("reading emb"))? else { return Err(not_null("emb")) };
+                let id: i64 = table.get(1).map_err(spi("reading id"))?.ok_or_else(|| MemoryError::not_null_column("id"))?;
+                let version: i32 = table.get(2).map_err(spi("reading version"))?.ok_or_else(|| MemoryError::not_null_column("version"))?;
+                let Some(raw) = table.get_datum_by_ordinal(3).map_err(spi("reading emb"))? else { return Err(MemoryError::not_null_column("emb")) };
                 // SAFETY: column 3 is `memories.emb`, of type `vector`.
                 let emb = unsafe { VectorDatum::from_datum(raw, crate::vector::Element::F32) }?;
                 let unit = emb.with_f32(&mut Vec::new(), vecmath::normalized);
@@ -486,7 +480,7 @@ impl<'a, 'c> Reconciler<'a, 'c> {
                 let subject: Option<String> = table.get(6).map_err(spi("reading subject"))?;
                 let predicate: Option<String> = table.get(7).map_err(spi("reading predicate"))?;
                 let object_key: Option<String> = table.get(8).map_err(spi("reading object_key"))?;
-                let content: String = table.get(9).map_err(spi("reading content"))?.ok_or_else(|| not_null("content"))?;
+                let content: String = table.get(9).map_err(spi("reading content"))?.ok_or_else(|| MemoryError::not_null_column("content"))?;
                 let key = subject.zip(predicate.clone()).map(|(s, p)| (s, p, object_key));
                 found.push((id, RowState { version, active: true, key, content: None, object }));
                 existing.push(KnownRow { slot: Slot::Existing(id), episodic, unit, content, predicate });
