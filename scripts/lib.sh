@@ -17,6 +17,15 @@ if [ -n "${PG_CONFIG:-}" ]; then
   export PATH
 fi
 
+# check NAME EXPECTED ACTUAL: one check of a shell test tier (tests/standby.sh, tests/upgrade.sh),
+# counted in PASSED and FAILED.
+PASSED=0
+FAILED=0
+check() {
+  if [ "$2" = "$3" ]; then PASSED=$((PASSED + 1)); note "ok: $1";
+  else FAILED=$((FAILED + 1)); printf '\033[31m    FAILED: %s: expected [%s], got [%s]\033[0m\n' "$1" "$2" "$3"; fi
+}
+
 # Run a command as root: directly when we are root, else through sudo.
 as_root() {
   if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi

@@ -3,7 +3,9 @@
 #   1. unit tests of the algorithms (cargo test, no server)
 #   2. #[pg_test] tests inside a backend (cargo pgrx test)
 #   3. the pg_regress spec against a real server with the library preloaded
-#   4. out-of-process tests: real clients over a socket (tests/)
+#   4. a streaming standby of the test server (tests/standby.sh)
+#   5. out-of-process tests: real clients over a socket (tests/)
+#   6. the upgrade path from the oldest shipped version (tests/upgrade.sh)
 # Exits non-zero when any tier fails.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -14,7 +16,7 @@ PORT="${AGENT_MEMORY_TEST_PORT:-28836}"
 FAILED=()
 PASSED=()
 # AGENT_MEMORY_TIERS="regress standby" runs only the named tiers (unit_tests, pg_tests, regress,
-# standby, out_of_process); unset, all of them.
+# standby, out_of_process, upgrade); unset, all of them.
 wanted() { [ -z "${AGENT_MEMORY_TIERS:-}" ] || [[ " $AGENT_MEMORY_TIERS " == *" $1 "* ]]; }
 tier() {  # tier NAME COMMAND...: runs one tier and records the outcome
   local name="$1"; shift
@@ -64,6 +66,10 @@ standby() {
   bash "$ROOT/tests/standby.sh" "$SOCK" "$PORT"
 }
 
+upgrade() {
+  bash "$ROOT/tests/upgrade.sh"
+}
+
 out_of_process() {
   AGENT_MEMORY_TEST_HOST="$SOCK" AGENT_MEMORY_TEST_PORT="$PORT" cargo test -p agent_memory_tests --no-fail-fast -- --test-threads=1
 }
@@ -74,6 +80,7 @@ start_test_server
 tier "pg_regress" regress
 tier "standby (a streaming replica, psql)" standby
 tier "out-of-process tests (tests/)" out_of_process
+tier "upgrade from 0.1.0 (ALTER EXTENSION ... UPDATE, psql)" upgrade
 
 say "Summary"
 for t in "${PASSED[@]}"; do note "passed: $t"; done

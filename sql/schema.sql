@@ -8,8 +8,9 @@ CREATE TABLE agent_memory.turns (
     role        text        NOT NULL CHECK (role IN ('system', 'user', 'assistant', 'tool')),
     content     text        NOT NULL,
     created_at  timestamptz NOT NULL DEFAULT now() CONSTRAINT turns_created_at_finite CHECK (isfinite(created_at)),
-    task_id     text,
-    metadata    jsonb       NOT NULL DEFAULT '{}'
+    metadata    jsonb       NOT NULL DEFAULT '{}',
+    -- Added in 0.2.0 (columns keep the order an update from 0.1.0 gives them).
+    task_id     text
 );
 COMMENT ON TABLE agent_memory.turns IS
     'Raw conversation turns (user, session, role, content, time): working memory and evidence for facts.';
@@ -45,9 +46,10 @@ CREATE TABLE agent_memory.memories (
     last_hit_at     timestamptz NOT NULL DEFAULT now(),
     hit_count       integer     NOT NULL DEFAULT 0 CHECK (hit_count >= 0),
     archived_at     timestamptz,
+    metadata        jsonb       NOT NULL DEFAULT '{}',
+    -- Added in 0.2.0 (columns keep the order an update from 0.1.0 gives them).
     object_key      text,
     task_id         text,
-    metadata        jsonb       NOT NULL DEFAULT '{}',
     CHECK (active OR retired_at IS NOT NULL),
     -- Ages are counted from these two; an infinite time has no age (recall and forgetting would
     -- disagree on it), so it is refused.

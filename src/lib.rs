@@ -8,7 +8,8 @@
 //! * [`scan`]: the direct index scan recall reads its candidates with;
 //! * [`locks`]: the advisory lock keys (per user, per job), salted with a secret;
 //! * [`runs`]: how forgetting and consolidation run their batches, their lock and run rows;
-//! * [`worker`]: the background workers that run them on a schedule.
+//! * [`worker`]: the background workers that run them on a schedule;
+//! * [`version`]: the installed schema's version against the library's (upgrades).
 //!
 //! The algorithms (decay, scoring, top-k, vector math) live in the `agent_memory_core` crate,
 //! with no PostgreSQL dependency.
@@ -25,6 +26,7 @@ pub mod plans;
 pub mod runs;
 pub mod scan;
 pub mod vector;
+pub mod version;
 pub mod worker;
 
 ::pgrx::pg_module_magic!(name, version);

@@ -163,6 +163,7 @@ fn busy(job: Job) -> MemoryError {
 /// A pass called from SQL. A real pass takes the job's lock (or fails at once when a worker or
 /// another session holds it) and records its run; a dry run does neither and changes nothing.
 pub fn by_hand(job: Job, dry_run: bool, pass: impl FnOnce(&mut InCallerTransaction) -> Result<Steps>) -> Result<Steps> {
+    crate::version::check()?;
     let mut d = InCallerTransaction;
     if dry_run {
         return pass(&mut d);

@@ -96,7 +96,7 @@ impl Columns {
 
 fn missing(what: &str) -> MemoryError {
     MemoryError::new(PgSqlErrorCode::ERRCODE_UNDEFINED_OBJECT, format!("agent_memory's {what} was not found"))
-        .hint("Reinstall the extension: ALTER EXTENSION agent_memory UPDATE, or DROP and CREATE it.")
+        .hint("The schema of this database is not the library's: run ALTER EXTENSION agent_memory UPDATE (never DROP EXTENSION, which deletes every memory).")
 }
 
 fn oid_of(name: &CStr, namespace: pg_sys::Oid, what: &str) -> Result<pg_sys::Oid> {

@@ -331,6 +331,27 @@ fn run_due_jobs(role: &str, since: Instant) -> Duration {
     sleep
 }
 
+/// Whether the database's schema is this library's version. When it is not, the worker idles
+/// (saying why once) until `ALTER EXTENSION agent_memory UPDATE` has run there.
+fn schema_current(db: &str, said: &mut bool) -> bool {
+    match in_transaction(crate::version::check) {
+        Ok(()) => {
+            if *said {
+                log!("agent_memory: the schema in database {db} is now version {}; the worker resumes", crate::version::LIBRARY);
+            }
+            *said = false;
+            true
+        }
+        Err(e) => {
+            if !*said {
+                log!("agent_memory: the worker in database {db} is idle: {}. {}", e.message, e.hint.as_deref().unwrap_or(""));
+                *said = true;
+            }
+            false
+        }
+    }
+}
+
 /// The worker's main loop.
 #[pg_guard]
 #[no_mangle]
@@ -342,6 +363,7 @@ pub extern "C-unwind" fn agent_memory_worker_main(_arg: pg_sys::Datum) {
     let since = Instant::now();
     let mut orphans_marked = false;
     let mut said_missing = false;
+    let mut said_outdated = false;
     loop {
         reload_if_asked();
         if shutting_down() {
@@ -363,6 +385,7 @@ pub extern "C-unwind" fn agent_memory_worker_main(_arg: pg_sys::Datum) {
                         said_missing = true;
                     }
                 }
+                Ok(Some(_)) if !schema_current(&db, &mut said_outdated) => {}
                 Ok(Some(role)) => {
                     said_missing = false;
                     if !orphans_marked {

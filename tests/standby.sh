@@ -14,15 +14,9 @@ DB=agent_memory_standby
 BIN="$(pg_bindir)"
 STANDBY_DATA="$(server_dir standby)/data"
 STANDBY_SOCK="$(server_dir standby-socket)"
-PASSED=0
-FAILED=0
 
 psql_p() { "$BIN/psql" -X -q -v ON_ERROR_STOP=1 -h "$PRIMARY_SOCK" -p "$PRIMARY_PORT" -U postgres -d "$DB" "$@"; }
 psql_s() { "$BIN/psql" -X -q -v ON_ERROR_STOP=1 -h "$STANDBY_SOCK" -p "$STANDBY_PORT" -U postgres -d "$DB" -tA "$@"; }
-check() {  # check NAME EXPECTED ACTUAL
-  if [ "$2" = "$3" ]; then PASSED=$((PASSED + 1)); note "ok: $1";
-  else FAILED=$((FAILED + 1)); printf '\033[31m    FAILED: %s: expected [%s], got [%s]\033[0m\n' "$1" "$2" "$3"; fi
-}
 cleanup() {
   stop_server "$STANDBY_DATA"
   as_root rm -rf "$STANDBY_DATA"

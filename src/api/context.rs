@@ -120,6 +120,7 @@ pub fn context(user_id: Option<&str>, session_id: Option<&str>, query: Option<&V
     let tokenizer = gucs::tokenizer_kind();
     let text = a.query_text.map(str::trim).filter(|t| !t.is_empty());
 
+    crate::version::check()?;
     let (procedural, working) = Spi::connect_mut(|client| -> Result<_> {
         let lineage_set = match a.task_id {
             Some(t) => Some(lineage(client, user, t)?),

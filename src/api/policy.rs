@@ -21,8 +21,8 @@ pub fn check_kind(kind: &str) -> Result<bool> {
 /// `agent_memory.importance_default`, +0.3 for a preference word (prefer, remember, never,
 /// always, from now on, and Chinese equivalents), +0.2 for 20 to 200 characters, capped at 1.
 /// An episodic memory: `agent_memory.importance_default`.
-#[pg_extern(stable, strict, parallel_safe)]
-fn memory_importance(content: &str, kind: default!(&str, "'semantic'")) -> f32 {
+#[pg_extern(stable, strict, parallel_safe, name = "memory_importance")]
+fn importance(content: &str, kind: default!(&str, "'semantic'")) -> f32 {
     let episodic = check_kind(kind).or_raise();
     gucs::importance_rule().importance_of(episodic, content) as f32
 }

@@ -295,6 +295,7 @@ pub fn recall(user_id: Option<&str>, query: Option<&VectorDatum>, opts: RecallOp
             .detail("Words are letters and digits; common English words (the, of, and, ...) are skipped.")
             .hint("Pass the question's words as query_text, or its embedding as query."));
     }
+    crate::version::check()?;
     Spi::connect_mut(|client| {
         // The candidates are read directly, not through SQL: the row-level security rule is
         // applied here. A role without maintenance rights sees only the session's user.
@@ -611,19 +612,19 @@ memory_recall_for!(
     /// of the user and the query's embedding model is scored. `touch => false` leaves `last_hit_at`
     /// and `hit_count` alone (for exports and scans); `decay => 'none'` ranks by similarity alone;
     /// `archived => true` includes memories consolidation archived.
-    memory_recall,
+    recall_vector,
     Vector
 );
 
 memory_recall_for!(
     /// `memory_recall` for a `halfvec` query.
-    memory_recall_halfvec,
+    recall_halfvec,
     HalfVec
 );
 
 memory_recall_for!(
     /// `memory_recall` for a query in pgvector's text syntax (`'[0.1, 0.2, ...]'`). PostgreSQL
     /// resolves an untyped literal or parameter to this form.
-    memory_recall_text,
+    recall_text,
     &str
 );

@@ -991,6 +991,7 @@ fn check_key(fact: &Fact) -> Result<bool> {
 pub fn reconcile_all(user_id: Option<&str>, model: Option<&str>, facts: &[Fact]) -> Result<Vec<Outcome>> {
     let user = check_user(user_id)?.to_string();
     let model = resolve_model(model)?;
+    crate::version::check()?;
     Spi::connect_mut(|client| {
         let mut r = Reconciler::new(client, &user, &model)?;
         r.reconcile(facts)
@@ -1068,19 +1069,19 @@ memory_reconcile_for!(
     /// `negate => true`), or NONE (an existing memory reinforced, or nothing to do). A caller that
     /// already decided passes `action`, `target_id` and `expected_version`; a stale version then
     /// changes nothing and returns NONE with a NULL version.
-    memory_reconcile,
+    reconcile_vector,
     Vector
 );
 
 memory_reconcile_for!(
     /// `memory_reconcile` with a `halfvec` embedding.
-    memory_reconcile_halfvec,
+    reconcile_halfvec,
     HalfVec
 );
 
 memory_reconcile_for!(
     /// `memory_reconcile` with an embedding in pgvector's text syntax (`'[0.1, 0.2, ...]'`).
-    memory_reconcile_text,
+    reconcile_text,
     &str
 );
 

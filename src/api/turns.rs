@@ -40,6 +40,7 @@ fn record(
         metadata.into(),
         task_id.into(),
     ];
+    crate::version::check()?;
     Spi::connect_mut(|c| {
         // The user's lock, as reconcile and erasure take it: a turn never races an erasure.
         crate::plans::read(c, crate::locks::LOCK_USER, &[user.into()]).map_err(spi("locking the user"))?;
@@ -54,9 +55,9 @@ fn record(
 
 /// Records one raw conversation turn and returns its id; pass it to `memory_reconcile` as
 /// `source_turn_id` to link the facts drawn from it.
-#[pg_extern(volatile, parallel_unsafe)]
+#[pg_extern(volatile, parallel_unsafe, name = "memory_record_turn")]
 #[search_path(pg_catalog, pg_temp)]
-fn memory_record_turn(
+fn record_turn(
     user_id: Option<&str>,
     session_id: Option<&str>,
     role: Option<&str>,

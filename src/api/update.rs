@@ -57,6 +57,7 @@ pub fn update(id: Option<i64>, expected_version: Option<i32>, c: Changes) -> Res
         }
         None => pgrx::datum::DatumWithOid::null_oid(vector_type_oid()?),
     };
+    crate::version::check()?;
     Spi::connect_mut(|client| {
         let args = [
             id.into(),

@@ -1,0 +1,186 @@
+#!/usr/bin/env bash
+# The upgrade path, as an operator takes it, from the oldest shipped version (0.1.0):
+#   1. a server runs 0.1.0's library (built from its commit) and 0.1.0's schema, and its API
+#      writes data of every kind: facts and their chains, a deletion, a batch, turns, episodes,
+#      touches, runs of both passes;
+#   2. the server restarts on this library: before the update, every function refuses with
+#      55000 and a hint, and the worker idles and says why;
+#   3. ALTER EXTENSION agent_memory UPDATE: the catalog equals a fresh install's (tests/catalog.sql),
+#      every row is kept, and recall, reconcile, both passes and the worker work.
+# Usage: tests/upgrade.sh (after scripts/test.sh has installed this library).
+source "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib.sh"
+
+OLD_VERSION=0.1.0
+OLD_COMMIT=0182cdf    # the commit 0.1.0 shipped from (tag v0.1.0)
+NEW_VERSION="$(sed -nE 's/^version = "([^"]+)"/\1/p' "$ROOT/Cargo.toml" | head -1)"
+PORT="${AGENT_MEMORY_UPGRADE_PORT:-28840}"
+DB=agent_memory_upgrade
+FRESH=agent_memory_fresh
+BIN="$(pg_bindir)"
+DATA="$(server_dir upgrade)/data"
+SOCK="$(server_dir upgrade-socket)"
+OLD_LIB="$(server_dir upgrade-lib)"
+EXT_DIR="$(pg_config --sharedir)/extension"
+WORK="$ROOT/target/agent_memory/upgrade"
+
+psql_db() { "$BIN/psql" -X -q -v ON_ERROR_STOP=1 -h "$SOCK" -p "$PORT" -U postgres -d "$1" "${@:2}"; }
+q() { psql_db "$DB" -tA -c "$1"; }
+sqlstate() {  # the SQLSTATE a statement fails with (empty when it succeeds)
+  psql_db "$DB" -v ON_ERROR_STOP=0 -tA -c "$1" -c '\echo :LAST_ERROR_SQLSTATE' 2>/dev/null | tail -1 | sed 's/^00000$//'
+}
+cleanup() {
+  stop_server "$DATA"
+  # 0.1.0's files are the test's only: an operator's server never offers that version.
+  as_root rm -f "$EXT_DIR/agent_memory--$OLD_VERSION.sql" "$EXT_DIR/agent_memory--$OLD_VERSION.control"
+}
+trap cleanup EXIT
+
+say "Upgrade: building $OLD_VERSION's library from commit $OLD_COMMIT"
+git -C "$ROOT" cat-file -e "$OLD_COMMIT^{commit}" 2>/dev/null \
+  || die "commit $OLD_COMMIT ($OLD_VERSION) is not in this clone: the upgrade tier needs the history (git fetch --unshallow)"
+mkdir -p "$WORK"
+rm -rf "$WORK/src" && mkdir -p "$WORK/src"
+git -C "$ROOT" archive "$OLD_COMMIT" | tar -x -C "$WORK/src"
+( cd "$WORK/src" && CARGO_TARGET_DIR="$WORK/target" cargo pgrx package --no-default-features --features "pg$(pg_major)" \
+    --pg-config "$(command -v pg_config)" --out-dir "$WORK/package" ) >"$WORK/build.log" 2>&1 \
+  || { tail -n 30 "$WORK/build.log" >&2; die "building $OLD_VERSION failed (log: $WORK/build.log)"; }
+old_so="$(find "$WORK/package" -name agent_memory.so | head -1)"
+old_sql="$(find "$WORK/package" -name "agent_memory--$OLD_VERSION.sql" | head -1)"
+as_root cp "$old_so" "$OLD_LIB/agent_memory.so"
+check "the frozen sql/agent_memory--$OLD_VERSION.sql is what $OLD_VERSION generates" "same" \
+  "$(diff <(grep -v '^-- ' "$old_sql") <(grep -v '^-- ' "$ROOT/sql/agent_memory--$OLD_VERSION.sql") >/dev/null && echo same || echo different)"
+
+# 0.1.0's script, and a control file of that version whose functions load the library by name,
+# so the server finds 0.1.0's library first on its dynamic_library_path.
+as_root cp "$ROOT/sql/agent_memory--$OLD_VERSION.sql" "$EXT_DIR/agent_memory--$OLD_VERSION.sql"
+echo "module_pathname = 'agent_memory'" | as_root tee "$EXT_DIR/agent_memory--$OLD_VERSION.control" >/dev/null
+
+say "Upgrade: $OLD_VERSION's server, schema and data"
+stop_server "$DATA"
+as_root rm -rf "$DATA"
+# (0.1.0's worker runs in the database too, on its default schedule: not during this test.)
+start_server "$DATA" "$SOCK" "$PORT" "log_min_messages = warning" "dynamic_library_path = '$OLD_LIB:\$libdir'" \
+  "agent_memory.worker_databases = '$DB'"
+psql_db postgres -c "CREATE DATABASE $DB" -c "CREATE DATABASE $FRESH"
+psql_db "$DB" <<SQL
+SET client_min_messages = warning;
+CREATE EXTENSION vector;
+CREATE EXTENSION agent_memory VERSION '$OLD_VERSION';
+SQL
+check "the installed version" "$OLD_VERSION" "$(q "SELECT extversion FROM pg_extension WHERE extname = 'agent_memory'")"
+psql_db "$DB" >/dev/null <<'SQL'
+SET client_min_messages = warning;
+-- Facts with a chain: an editor changed twice; a deletion; a protected fact.
+SELECT action FROM agent_memory.memory_reconcile('ann', 'ann', 'editor', 'vim', 'Ann uses vim', '[1,0,0,0]', model => 'm4');
+SELECT action FROM agent_memory.memory_reconcile('ann', 'ann', 'editor', 'emacs', 'Ann uses emacs', '[0.9,0.1,0,0]', model => 'm4');
+SELECT action FROM agent_memory.memory_reconcile('ann', 'ann', 'editor', 'neovim', 'Ann uses neovim', '[0.8,0.2,0,0]', model => 'm4');
+SELECT action FROM agent_memory.memory_reconcile('ann', 'ann', 'lives_in', 'Oslo', 'Ann lives in Oslo', '[0,1,0,0]', model => 'm4');
+SELECT action FROM agent_memory.memory_reconcile('ann', 'ann', 'lives_in', 'Oslo', 'Ann lives in Oslo', '[0,1,0,0]', model => 'm4', negate => true);
+SELECT action FROM agent_memory.memory_reconcile('ann', 'ann', 'time_zone', 'CET', 'Ann is in CET', '[0,0,1,0]', model => 'm4', protected => true);
+-- A fact under an alias, and one of a predicate 0.2.0 makes many-valued.
+SELECT action FROM agent_memory.memory_reconcile('ann', 'ann', 'works_at', 'Acme', 'Ann works at Acme', '[0,0,0.5,0.5]', model => 'm4');
+SELECT action FROM agent_memory.memory_reconcile('ann', 'ann', 'likes', 'Tea', 'Ann likes tea', '[0.3,0.3,0.3,0.1]', model => 'm4');
+-- A batch for another user.
+SELECT count(*) FROM agent_memory.memory_reconcile_batch('bob', '[
+  {"subject": "bob", "predicate": "editor", "object": "helix", "content": "Bob uses helix", "emb": [1, 1, 0, 0]},
+  {"content": "Bob went hiking on Sunday", "emb": [0, 1, 1, 0], "kind": "episodic"},
+  {"content": "Bob prefers short answers", "emb": [0, 0, 1, 1]}]'::jsonb, model => 'm4');
+-- Turns, one of them linked from a fact.
+SELECT agent_memory.memory_record_turn('ann', 's1', 'user', 'I switched to neovim last week');
+SELECT agent_memory.memory_record_turn('ann', 's1', 'assistant', 'Noted.');
+SELECT action FROM agent_memory.memory_reconcile('ann', 'ann', 'os', 'linux', 'Ann runs linux', '[0,0,0,1]', model => 'm4',
+                                                 source_turn_id => (SELECT max(id) FROM agent_memory.turns));
+-- Old episodes, so consolidation summarises; then recall touches, and both passes run.
+INSERT INTO agent_memory.memories (user_id, kind, content, emb, embedding_model, created_at, last_hit_at)
+SELECT 'carol', 'episodic', 'Carol did thing ' || i, ARRAY[1, i, i % 5, 1]::real[]::vector, 'm4',
+       now() - interval '60 days', now() - interval '60 days'
+  FROM generate_series(1, 40) i;
+SELECT count(*) FROM agent_memory.memory_recall('ann', '[1,0,0,0]', 3, model => 'm4');
+SELECT count(*) FROM agent_memory.memory_forget();
+SELECT count(*) FROM agent_memory.memory_consolidate();
+SQL
+# What 0.1.0 stored, in 0.1.0's columns, to compare after the update.
+ROWS_SQL="SELECT md5(string_agg(concat_ws('|', id, user_id, kind, subject, object, content, emb::text, embedding_model,
+                 importance, protected, source, source_turn_id, active, retired_reason, retired_at, superseded_by,
+                 version, valid_until, expires_at, created_at, hit_count, archived_at, metadata), ';' ORDER BY id))
+            FROM agent_memory.memories"
+TURNS_SQL="SELECT md5(string_agg(concat_ws('|', id, user_id, session_id, role, content, created_at, metadata), ';' ORDER BY id)) FROM agent_memory.turns"
+RECALL_SQL="SELECT string_agg(id::text, ',' ORDER BY score DESC, id) FROM agent_memory.memory_recall('ann', '[1,0.1,0,0]', 5, model => 'm4', decay => 'none', touch => false)"
+COUNTS_SQL="SELECT (SELECT count(*) FROM agent_memory.memories) || ' ' || (SELECT count(*) FROM agent_memory.turns) || ' ' ||
+                   (SELECT count(*) FROM agent_memory.runs) || ' ' || (SELECT count(*) FROM agent_memory.embedding_models) || ' ' ||
+                   (SELECT count(*) FROM agent_memory.maintenance_state)"
+before_counts="$(q "$COUNTS_SQL")"
+before_turns="$(q "$TURNS_SQL")"
+before_recall="$(q "$RECALL_SQL")"
+before_chain="$(q "SELECT string_agg(object || ':' || active || ':' || coalesce(retired_reason, '-'), ',' ORDER BY id) FROM agent_memory.memories WHERE subject = 'ann' AND predicate = 'editor'")"
+check "0.1.0 wrote a chain of three editors" "vim:false:superseded,emacs:false:superseded,neovim:true:-" "$before_chain"
+check "0.1.0's passes ran" "t" "$(q "SELECT count(DISTINCT job) = 2 AND bool_and(status <> 'failed') FROM agent_memory.runs")"
+check "0.1.0's consolidation summarised" "t" "$(q "SELECT count(*) > 0 FROM agent_memory.memories WHERE retired_reason = 'summarized'")"
+
+say "Upgrade: the server restarts on the $NEW_VERSION library"
+stop_server "$DATA"
+# The test's settings without 0.1.0's library path: the installed library from now on.
+start_server "$DATA" "$SOCK" "$PORT" "log_min_messages = warning" \
+  "agent_memory.worker_databases = '$DB'" "agent_memory.forget_interval = '1s'" "agent_memory.consolidate_interval = '1s'"
+before_rows="$(q "$ROWS_SQL")"
+check "recall before the update: 55000" "55000" \
+  "$(sqlstate "SELECT * FROM agent_memory.memory_recall('ann', '[1,0,0,0]', 3, model => 'm4')")"
+check "reconcile before the update: 55000" "55000" \
+  "$(sqlstate "SELECT * FROM agent_memory.memory_reconcile('ann', 'ann', 'editor', 'ed', 'Ann uses ed', '[1,0,0,0]', model => 'm4')")"
+check "a batch before the update: 55000" "55000" \
+  "$(sqlstate "SELECT * FROM agent_memory.memory_reconcile_batch('ann', '[]'::jsonb)")"
+check "forgetting before the update: 55000" "55000" "$(sqlstate "SELECT * FROM agent_memory.memory_forget()")"
+check "the error's hint names the update" "1" \
+  "$(psql_db "$DB" -v ON_ERROR_STOP=0 -c "SELECT * FROM agent_memory.memory_forget()" 2>&1 | grep -c 'HINT:  Run ALTER EXTENSION agent_memory UPDATE')"
+for _ in $(seq 1 50); do grep -q "is idle: the agent_memory schema" "$DATA/server.log" && break; sleep 0.2; done
+check "the worker idles and says why" "1" "$(grep -c "worker in database $DB is idle: the agent_memory schema of this database is version $OLD_VERSION" "$DATA/server.log")"
+runs_idle="$(q "SELECT count(*) FROM agent_memory.runs")"
+sleep 2
+check "the idle worker runs nothing" "$runs_idle" "$(q "SELECT count(*) FROM agent_memory.runs")"
+check "nothing changed before the update" "$before_rows" "$(q "$ROWS_SQL")"
+# The worker's passes wait until the data is compared.
+psql_db "$DB" -c "ALTER SYSTEM SET agent_memory.workers_enabled = off" -c "SELECT pg_reload_conf()" >/dev/null
+
+say "Upgrade: ALTER EXTENSION agent_memory UPDATE"
+psql_db "$DB" -c "ALTER EXTENSION agent_memory UPDATE"
+check "the installed version" "$NEW_VERSION" "$(q "SELECT extversion FROM pg_extension WHERE extname = 'agent_memory'")"
+psql_db "$FRESH" -c "SET client_min_messages = warning" -c "CREATE EXTENSION agent_memory CASCADE"
+psql_db "$DB" -f "$ROOT/tests/catalog.sql" >"$WORK/catalog-updated.txt"
+psql_db "$FRESH" -f "$ROOT/tests/catalog.sql" >"$WORK/catalog-fresh.txt"
+if diff -u "$WORK/catalog-fresh.txt" "$WORK/catalog-updated.txt" >"$WORK/catalog.diff"; then
+  check "the catalog equals a fresh install's ($(wc -l <"$WORK/catalog-fresh.txt") facts)" same same
+else
+  head -n 80 "$WORK/catalog.diff"
+  check "the catalog equals a fresh install's" same "different (diff above; $WORK/catalog.diff)"
+fi
+
+say "Upgrade: the data"
+check "every row is kept (memories, turns, runs, models, maintenance)" "$before_counts" "$(q "$COUNTS_SQL")"
+check "every memory is as it was, in 0.1.0's columns" "$before_rows" "$(q "$ROWS_SQL")"
+check "the turns are unchanged" "$before_turns" "$(q "$TURNS_SQL")"
+check "the chain is unchanged" "$before_chain" \
+  "$(q "SELECT string_agg(object || ':' || active || ':' || coalesce(retired_reason, '-'), ',' ORDER BY id) FROM agent_memory.memories WHERE subject = 'ann' AND predicate = 'editor'")"
+check "the alias is written as its predicate" "employer" "$(q "SELECT predicate FROM agent_memory.memories WHERE object = 'Acme'")"
+check "a many-valued fact has its key" "tea" "$(q "SELECT object_key FROM agent_memory.memories WHERE object = 'Tea'")"
+check "recall ranks as before" "$before_recall" "$(q "$RECALL_SQL")"
+check "reconcile supersedes a 0.1.0 fact" "UPDATE" \
+  "$(q "SELECT action FROM agent_memory.memory_reconcile('ann', 'ann', 'editor', 'helix', 'Ann uses helix', '[0.7,0.3,0,0]', model => 'm4')")"
+check "a second value of a many-valued predicate is its own fact" "ADD" \
+  "$(q "SELECT action FROM agent_memory.memory_reconcile('ann', 'ann', 'likes', 'coffee', 'Ann likes coffee', '[0.3,0.3,0.1,0.3]', model => 'm4')")"
+check "restating a 0.1.0 value changes nothing" "NONE" \
+  "$(q "SELECT action FROM agent_memory.memory_reconcile('ann', 'ann', 'likes', 'tea', 'Ann likes tea', '[0.3,0.3,0.3,0.1]', model => 'm4')")"
+check "a 0.1.0 alias fact is found by its predicate" "UPDATE" \
+  "$(q "SELECT action FROM agent_memory.memory_reconcile('ann', 'ann', 'employer', 'Initech', 'Ann works at Initech', '[0,0,0.6,0.4]', model => 'm4')")"
+check "a new turn" "t" "$(q "SELECT agent_memory.memory_record_turn('ann', 's2', 'user', 'hello again', task_id => 't1') > 0")"
+check "hybrid recall finds the new fact" "Ann uses helix" \
+  "$(q "SELECT content FROM agent_memory.memory_recall('ann', '[0.7,0.3,0,0]', 1, model => 'm4', query_text => 'helix', touch => false)")"
+check "forgetting runs" "expire,age_hits,evict,purge" "$(q "SELECT string_agg(step, ',') FROM agent_memory.memory_forget()")"
+check "consolidation runs" "t" "$(q "SELECT count(*) > 0 FROM agent_memory.memory_consolidate()")"
+psql_db "$DB" -c "ALTER SYSTEM RESET agent_memory.workers_enabled" -c "SELECT pg_reload_conf()" >/dev/null
+for _ in $(seq 1 50); do grep -q "is now version $NEW_VERSION; the worker resumes" "$DATA/server.log" && break; sleep 0.2; done
+check "the worker resumes" "1" "$(grep -c "schema in database $DB is now version $NEW_VERSION; the worker resumes" "$DATA/server.log")"
+check "the worker's runs succeed" "t" \
+  "$(for _ in $(seq 1 50); do r="$(q "SELECT count(*) > 0 FROM agent_memory.runs WHERE by_worker AND status = 'succeeded' AND id > $runs_idle")"; [ "$r" = t ] && break; sleep 0.2; done; echo "$r")"
+
+echo "upgrade: $PASSED passed, $FAILED failed"
+[ "$FAILED" -eq 0 ]
