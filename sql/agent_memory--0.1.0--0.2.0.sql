@@ -9,6 +9,7 @@ DO $do$
 DECLARE
     n_turns    bigint;
     n_memories bigint;
+    n_crossing bigint;
 BEGIN
     SELECT count(*) INTO n_turns FROM agent_memory.turns t WHERE NOT pg_catalog.isfinite(t.created_at);
     SELECT count(*) INTO n_memories FROM agent_memory.memories m
@@ -18,8 +19,32 @@ BEGIN
             USING ERRCODE = 'check_violation',
                   HINT = 'Set those times to finite values (for example UPDATE agent_memory.memories SET last_hit_at = created_at WHERE NOT isfinite(last_hit_at)), then run the update again.';
     END IF;
+    -- References now stay within a user (they are part of the keys): none may cross users.
+    SELECT count(*) INTO n_crossing FROM agent_memory.memories m
+     WHERE EXISTS (SELECT 1 FROM agent_memory.memories s WHERE s.id = m.superseded_by AND s.user_id <> m.user_id)
+        OR EXISTS (SELECT 1 FROM agent_memory.turns t WHERE t.id = m.source_turn_id AND t.user_id <> m.user_id);
+    IF n_crossing > 0 THEN
+        RAISE EXCEPTION 'agent_memory 0.2.0 keeps references within a user: % memory(ies) point to another user''s memory or turn', n_crossing
+            USING ERRCODE = 'foreign_key_violation',
+                  HINT = 'Find them with SELECT m.id FROM agent_memory.memories m JOIN agent_memory.memories s ON s.id = m.superseded_by WHERE s.user_id <> m.user_id (and the same with turns for source_turn_id), set those columns to NULL, then run the update again.';
+    END IF;
 END
 $do$;
+
+-- Keys that hold user_id, so the tables can be distributed by user (docs/scale-out.md) and no
+-- reference crosses users. (The primary keys are rebuilt: this takes a lock on both tables for
+-- as long as building two indexes does.)
+ALTER TABLE agent_memory.memories DROP CONSTRAINT memories_superseded_by_fkey;
+ALTER TABLE agent_memory.memories DROP CONSTRAINT memories_source_turn_id_fkey;
+ALTER TABLE agent_memory.memories DROP CONSTRAINT memories_pkey;
+ALTER TABLE agent_memory.memories ADD CONSTRAINT memories_pkey PRIMARY KEY (id, user_id);
+ALTER TABLE agent_memory.turns DROP CONSTRAINT turns_pkey;
+ALTER TABLE agent_memory.turns ADD CONSTRAINT turns_pkey PRIMARY KEY (id, user_id);
+ALTER TABLE agent_memory.memories ADD CONSTRAINT memories_superseded_by_fkey FOREIGN KEY (superseded_by, user_id)
+    REFERENCES agent_memory.memories (id, user_id) ON DELETE SET NULL (superseded_by) DEFERRABLE INITIALLY DEFERRED;
+ALTER TABLE agent_memory.memories ADD CONSTRAINT memories_source_turn_id_fkey FOREIGN KEY (source_turn_id, user_id)
+    REFERENCES agent_memory.turns (id, user_id) ON DELETE SET NULL (source_turn_id);
+COMMENT ON COLUMN agent_memory.memories.id IS 'Unique id (the primary key is (id, user_id)); also the tie-breaker of recall (newer first).';
 
 -- Turns: finite times, and the task a turn belongs to.
 ALTER TABLE agent_memory.turns ADD CONSTRAINT turns_created_at_finite CHECK (isfinite(created_at));

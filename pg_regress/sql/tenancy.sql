@@ -45,3 +45,18 @@ SELECT c.relname, c.relrowsecurity, c.relforcerowsecurity FROM pg_class c
 SELECT agent_memory.revoke_access('tenant_app') IS NOT NULL AS revoked, agent_memory.revoke_access('tenant_admin') IS NOT NULL AS revoked_admin;
 DROP ROLE tenant_app;
 DROP ROLE tenant_admin;
+-- References stay within a user: the keys hold user_id, so a memory can be superseded by, or
+-- drawn from, rows of its own user only (23503), whoever writes.
+\set VERBOSITY sqlstate
+UPDATE agent_memory.memories SET superseded_by = (SELECT max(id) FROM agent_memory.memories WHERE user_id = 'bob')
+ WHERE user_id = 'alice' AND content = 'Alice likes milk';
+INSERT INTO agent_memory.turns (user_id, session_id, role, content) VALUES ('bob', 's9', 'user', 'a turn of bob''s');
+INSERT INTO agent_memory.memories (user_id, content, emb, embedding_model, source_turn_id)
+VALUES ('alice', 'drawn from bob', '[1,1,0,0]', 't4', (SELECT max(id) FROM agent_memory.turns WHERE user_id = 'bob'));
+\set VERBOSITY default
+SELECT count(*) AS alice_rows_pointing_at_bob FROM agent_memory.memories m
+ WHERE m.user_id = 'alice' AND (m.superseded_by IN (SELECT id FROM agent_memory.memories WHERE user_id = 'bob')
+                                OR m.source_turn_id IN (SELECT id FROM agent_memory.turns WHERE user_id = 'bob'));
+SELECT pg_get_constraintdef(oid) FROM pg_constraint
+ WHERE conrelid IN ('agent_memory.memories'::regclass, 'agent_memory.turns'::regclass) AND contype IN ('p', 'f')
+ ORDER BY conname;
