@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Sets up what is missing, then runs every test tier of agent_memory:
+#   0. lints: rustfmt --check, clippy with warnings as errors, unsafe code only where allowed
 #   1. unit tests of the algorithms (cargo test, no server)
 #   2. #[pg_test] tests inside a backend (cargo pgrx test)
 #   3. the pg_regress spec against a real server with the library preloaded
@@ -16,13 +17,26 @@ PORT="${AGENT_MEMORY_TEST_PORT:-28836}"
 FAILED=()
 PASSED=()
 # AGENT_MEMORY_TIERS="regress standby" runs only the named tiers (unit_tests, pg_tests, regress,
-# standby, out_of_process, upgrade); unset, all of them.
+# standby, out_of_process, upgrade, lint); unset, all of them.
 wanted() { [ -z "${AGENT_MEMORY_TIERS:-}" ] || [[ " $AGENT_MEMORY_TIERS " == *" $1 "* ]]; }
 tier() {  # tier NAME COMMAND...: runs one tier and records the outcome
   local name="$1"; shift
   wanted "$1" || return 0
   say "Tier: $name"
   if "$@"; then PASSED+=("$name"); else FAILED+=("$name"); printf '\033[31m    tier failed: %s\033[0m\n' "$name"; fi
+}
+
+# rustfmt.toml's format and clippy without warnings over the workspace (the extension crate denies
+# unsafe code outside the modules that wrap PostgreSQL and pgvector: Cargo.toml's [lints]).
+lint() {
+  local c
+  for c in rustfmt clippy; do
+    if ! cargo "${c/rustfmt/fmt}" --version >/dev/null 2>&1; then
+      rustup component add "$c" >/dev/null 2>&1 || { echo "cargo ${c/rustfmt/fmt} is not installed and rustup could not add it"; return 1; }
+    fi
+  done
+  cargo fmt --all -- --check &&
+    cargo clippy --workspace --all-targets --no-default-features --features "agent_memory/pg$MAJOR agent_memory/pg_test" -- -D warnings
 }
 
 unit_tests() { cargo test -p agent_memory_core; }
@@ -74,6 +88,7 @@ out_of_process() {
   AGENT_MEMORY_TEST_HOST="$SOCK" AGENT_MEMORY_TEST_PORT="$PORT" cargo test -p agent_memory_tests --no-fail-fast -- --test-threads=1
 }
 
+tier "lints (rustfmt, clippy, unsafe code)" lint
 tier "unit tests (cargo test)" unit_tests
 tier "pg_test (cargo pgrx test)" pg_tests
 start_test_server

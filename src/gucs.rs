@@ -516,8 +516,11 @@ pub fn max_batch_facts() -> usize {
 }
 
 fn too_big(what: &str, got: usize, max: i32, setting: &str) -> crate::error::MemoryError {
-    crate::error::MemoryError::new(pgrx::PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED, format!("{what} is {got} bytes, more than the limit of {max}"))
-        .hint(format!("Store a shorter {what}, or ask an administrator to raise {setting}."))
+    crate::error::MemoryError::new(
+        pgrx::PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
+        format!("{what} is {got} bytes, more than the limit of {max}"),
+    )
+    .hint(format!("Store a shorter {what}, or ask an administrator to raise {setting}."))
 }
 
 /// Whether decay applies only to memories that compete (the default) or to all.
@@ -551,10 +554,7 @@ pub fn recency_channel() -> bool {
 
 /// Warns about (and from PostgreSQL 15 on, refuses) unknown `agent_memory.*` settings.
 fn reserve_prefix() {
-    #[cfg(any(feature = "pg15", feature = "pg16", feature = "pg17"))]
-    unsafe {
-        pgrx::pg_sys::MarkGUCPrefixReserved(c"agent_memory".as_ptr());
-    }
+    crate::pg::reserve_settings_prefix(c"agent_memory");
 }
 
 /// The default decay curve.
@@ -574,7 +574,11 @@ pub fn decay_params() -> DecayParams {
 
 /// The decay floor of a kind of memory.
 pub fn decay_floor(episodic: bool) -> f64 {
-    if episodic { DECAY_FLOOR_EPISODIC.get() } else { DECAY_FLOOR_SEMANTIC.get() }
+    if episodic {
+        DECAY_FLOOR_EPISODIC.get()
+    } else {
+        DECAY_FLOOR_SEMANTIC.get()
+    }
 }
 
 pub fn importance_weights() -> ImportanceWeights {

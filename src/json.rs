@@ -1,6 +1,8 @@
 //! A `json` argument read as its text, so serde parses it once, without PostgreSQL converting
 //! every number to `numeric` first (as `jsonb` input does).
 
+#![allow(unsafe_code)]
+
 use pgrx::callconv::{Arg, ArgAbi};
 use pgrx::{impl_sql_translatable, pg_sys, FromDatum};
 
@@ -18,10 +20,12 @@ impl FromDatum for JsonText {
 unsafe impl<'fcx> ArgAbi<'fcx> for JsonText {
     unsafe fn unbox_arg_unchecked(arg: Arg<'_, 'fcx>) -> Self {
         let index = arg.index();
+        // SAFETY: the caller (pgrx) passes this function\'s own argument.
         unsafe { arg.unbox_arg_using_from_datum() }.unwrap_or_else(|| panic!("argument {index} must not be null"))
     }
 
     unsafe fn unbox_nullable_arg(arg: Arg<'_, 'fcx>) -> pgrx::nullable::Nullable<Self> {
+        // SAFETY: the caller (pgrx) passes this function\'s own argument.
         unsafe { arg.unbox_arg_using_from_datum::<Self>() }.into()
     }
 }
@@ -55,10 +59,12 @@ impl FromDatum for JsonbText {
 unsafe impl<'fcx> ArgAbi<'fcx> for JsonbText {
     unsafe fn unbox_arg_unchecked(arg: Arg<'_, 'fcx>) -> Self {
         let index = arg.index();
+        // SAFETY: the caller (pgrx) passes this function\'s own argument.
         unsafe { arg.unbox_arg_using_from_datum() }.unwrap_or_else(|| panic!("argument {index} must not be null"))
     }
 
     unsafe fn unbox_nullable_arg(arg: Arg<'_, 'fcx>) -> pgrx::nullable::Nullable<Self> {
+        // SAFETY: the caller (pgrx) passes this function\'s own argument.
         unsafe { arg.unbox_arg_using_from_datum::<Self>() }.into()
     }
 }

@@ -1,7 +1,9 @@
 //! agent_memory: long-term memory for AI agents in plain SQL, inside PostgreSQL beside pgvector.
 //!
 //! * [`api`]: the SQL-visible functions, one module per concept;
-//! * [`vector`]: pgvector's `vector` / `halfvec` datums (all of the `unsafe`);
+//! * [`vector`]: pgvector's `vector` / `halfvec` datums;
+//! * [`pg`]: safe wrappers over PostgreSQL's C API (transaction state, the worker's signals);
+//!   with `vector`, `scan`, `json` and `version`, the only modules where `unsafe` is allowed;
 //! * [`gucs`]: every `agent_memory.*` setting;
 //! * [`error`]: every error, with its SQLSTATE and hint;
 //! * [`plans`]: prepared statements kept for the life of the backend;
@@ -22,6 +24,7 @@ pub mod error;
 pub mod gucs;
 pub mod json;
 pub mod locks;
+pub mod pg;
 pub mod plans;
 pub mod runs;
 pub mod scan;

@@ -119,7 +119,8 @@ fn steps_json(steps: &Steps) -> String {
 }
 
 fn step_ms_json(steps: &Steps) -> String {
-    let map: serde_json::Map<String, serde_json::Value> = steps.iter().map(|s| (s.name.to_string(), ((s.ms * 10.0).round() / 10.0).into())).collect();
+    let map: serde_json::Map<String, serde_json::Value> =
+        steps.iter().map(|s| (s.name.to_string(), ((s.ms * 10.0).round() / 10.0).into())).collect();
     serde_json::Value::Object(map).to_string()
 }
 
@@ -134,8 +135,8 @@ pub fn check_dry_run(dry_run: Option<bool>) -> Result<bool> {
 /// Takes the job's lock with `lock` (transaction- or session-level) and records a 'running'
 /// run; `None` when another pass holds the lock.
 fn start_run(client: &mut SpiClient<'_>, job: Job, lock: &'static str, by_worker: bool) -> Result<Option<i64>> {
-    let got: Option<bool> =
-        first_value(crate::plans::read(client, lock, &[job.name().into()]).map_err(spi("taking the pass's lock"))?).map_err(spi("taking the pass's lock"))?;
+    let got: Option<bool> = first_value(crate::plans::read(client, lock, &[job.name().into()]).map_err(spi("taking the pass's lock"))?)
+        .map_err(spi("taking the pass's lock"))?;
     if got != Some(true) {
         return Ok(None);
     }

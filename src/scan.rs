@@ -10,6 +10,9 @@
 //! The scan uses the transaction's active snapshot, so it sees exactly what a query of the same
 //! statement would. Locks are `AccessShareLock`, as for a SELECT.
 
+#![allow(unsafe_code)]
+
+use std::borrow::Cow;
 use std::ffi::CStr;
 
 use pgrx::pg_sys;
@@ -35,16 +38,51 @@ pub struct Candidate {
     /// Where the row version is (its `ctid`), for a write that follows in the same transaction.
     pub tid: pg_sys::ItemPointerData,
     /// The `emb` datum, pointing into the pinned buffer (or a toast pointer).
-    pub emb: pg_sys::Datum,
+    emb: pg_sys::Datum,
     /// The `content` datum (a `text`), in the buffer or a toast pointer.
-    pub content: pg_sys::Datum,
+    content: pg_sys::Datum,
     /// The `predicate` and `object_key` datums (`text`), when not NULL.
-    pub predicate: Option<pg_sys::Datum>,
-    pub object_key: Option<pg_sys::Datum>,
+    predicate: Option<pg_sys::Datum>,
+    object_key: Option<pg_sys::Datum>,
     /// Whether it is a standing instruction (`kind = 'procedural'`).
     pub procedural: bool,
     /// The `task_id` datum (`text`), when not NULL.
-    pub task_id: Option<pg_sys::Datum>,
+    task_id: Option<pg_sys::Datum>,
+}
+
+// The datums point into the buffer the scan holds pinned while the callback runs, and a
+// candidate is only lent to the callback (it cannot be copied out), so what these return is
+// valid for as long as the candidate is.
+impl Candidate {
+    /// `memories.emb` (a `vector`).
+    pub fn emb(&self) -> Result<crate::vector::VectorDatum> {
+        // SAFETY: the datum is the row's `emb`, of type `vector` (see above).
+        unsafe { crate::vector::VectorDatum::from_datum(self.emb, crate::vector::Element::F32) }
+    }
+
+    /// `memories.content`.
+    pub fn content(&self) -> Cow<'_, str> {
+        // SAFETY: the datum is the row's `content`, of type `text` (see above).
+        unsafe { crate::vector::text_of(self.content) }
+    }
+
+    /// `memories.predicate`, when not NULL.
+    pub fn predicate(&self) -> Option<Cow<'_, str>> {
+        // SAFETY: the datum is the row's `predicate`, of type `text` (see above).
+        self.predicate.map(|d| unsafe { crate::vector::text_of(d) })
+    }
+
+    /// `memories.object_key`, when not NULL.
+    pub fn object_key(&self) -> Option<Cow<'_, str>> {
+        // SAFETY: the datum is the row's `object_key`, of type `text` (see above).
+        self.object_key.map(|d| unsafe { crate::vector::text_of(d) })
+    }
+
+    /// `memories.task_id`, when not NULL.
+    pub fn task_id(&self) -> Option<Cow<'_, str>> {
+        // SAFETY: the datum is the row's `task_id`, of type `text` (see above).
+        self.task_id.map(|d| unsafe { crate::vector::text_of(d) })
+    }
 }
 
 /// The attributes the scan reads, by number.
@@ -102,13 +140,21 @@ fn missing(what: &str) -> MemoryError {
 fn oid_of(name: &CStr, namespace: pg_sys::Oid, what: &str) -> Result<pg_sys::Oid> {
     // SAFETY: a syscache lookup by name; returns InvalidOid when there is none.
     let oid = unsafe { pg_sys::get_relname_relid(name.as_ptr(), namespace) };
-    if oid == pg_sys::Oid::INVALID { Err(missing(what)) } else { Ok(oid) }
+    if oid == pg_sys::Oid::INVALID {
+        Err(missing(what))
+    } else {
+        Ok(oid)
+    }
 }
 
 fn attnum(rel: pg_sys::Oid, name: &CStr) -> Result<usize> {
     // SAFETY: a syscache lookup by name; returns InvalidAttrNumber (0) when there is none.
     let n = unsafe { pg_sys::get_attnum(rel, name.as_ptr()) };
-    if n <= 0 { Err(missing(&format!("column {}", name.to_string_lossy()))) } else { Ok(n as usize) }
+    if n <= 0 {
+        Err(missing(&format!("column {}", name.to_string_lossy())))
+    } else {
+        Ok(n as usize)
+    }
 }
 
 /// Releases what the scan holds. On an error raised by PostgreSQL, the transaction abort
@@ -280,7 +326,11 @@ fn scan_active(
             let values = (*s.slot).tts_values;
             let nulls = (*s.slot).tts_isnull;
             let get = |attno: usize| -> Option<pg_sys::Datum> {
-                if *nulls.add(attno - 1) { None } else { Some(*values.add(attno - 1)) }
+                if *nulls.add(attno - 1) {
+                    None
+                } else {
+                    Some(*values.add(attno - 1))
+                }
             };
             // The index holds active rows only, but the visible version decides.
             if get(cols.active).map(|d| d.value() == 0).unwrap_or(true) {

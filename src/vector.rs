@@ -1,6 +1,7 @@
 //! pgvector's `vector` and `halfvec` datums, read in place.
 //!
-//! This module is where the extension's `unsafe` lives. pgvector lays both types out as a varlena:
+//! One of the modules where `unsafe` is allowed (see `src/pg.rs`). pgvector lays both types out
+//! as a varlena:
 //!
 //! ```text
 //! int32 vl_len_   (varlena header)
@@ -13,6 +14,8 @@
 //! as a slice, and frees the detoasted copy on `Drop`. [`Vector`] and [`HalfVec`] wrap it as
 //! function arguments mapped to the SQL types `vector` and `halfvec`; the generated SQL names the
 //! types unqualified, and `CREATE EXTENSION` resolves them in pgvector's own schema, wherever it is.
+
+#![allow(unsafe_code)]
 
 use half::f16;
 use pgrx::callconv::{Arg, ArgAbi};
@@ -147,7 +150,11 @@ impl VectorDatum {
             .map(|i| match self.element {
                 // SAFETY: index `i` is below `dim`, checked against the datum's size.
                 Element::F32 => unsafe { p.add(i * 4).cast::<f32>().read_unaligned() },
-                Element::F16 => f16::from_bits(unsafe { p.add(i * 2).cast::<u16>().read_unaligned() }).to_f32(),
+                Element::F16 => {
+                    // SAFETY: index `i` is below `dim`, checked against the datum's size.
+                    let bits = unsafe { p.add(i * 2).cast::<u16>().read_unaligned() };
+                    f16::from_bits(bits).to_f32()
+                }
             })
             .collect()
     }
@@ -186,7 +193,11 @@ unsafe fn varsize_4b(ptr: *const pg_sys::varlena) -> usize {
     // SAFETY: the caller promises a 4-byte header; its low 30 bits (little-endian layout, as
     // PostgreSQL uses on the platforms it supports) or high 30 bits (big-endian) are the size.
     let word = unsafe { ptr.cast::<u32>().read_unaligned() };
-    if cfg!(target_endian = "little") { (word >> 2) as usize } else { (word & 0x3FFF_FFFF) as usize }
+    if cfg!(target_endian = "little") {
+        (word >> 2) as usize
+    } else {
+        (word & 0x3FFF_FFFF) as usize
+    }
 }
 
 macro_rules! vector_argument {
@@ -212,11 +223,12 @@ macro_rules! vector_argument {
         unsafe impl<'fcx> ArgAbi<'fcx> for $name {
             unsafe fn unbox_arg_unchecked(arg: Arg<'_, 'fcx>) -> Self {
                 let index = arg.index();
-                unsafe { arg.unbox_arg_using_from_datum() }
-                    .unwrap_or_else(|| panic!("argument {index} must not be null"))
+                // SAFETY: the caller (pgrx) passes this function\'s own argument.
+                unsafe { arg.unbox_arg_using_from_datum() }.unwrap_or_else(|| panic!("argument {index} must not be null"))
             }
 
             unsafe fn unbox_nullable_arg(arg: Arg<'_, 'fcx>) -> pgrx::nullable::Nullable<Self> {
+                // SAFETY: the caller (pgrx) passes this function\'s own argument.
                 unsafe { arg.unbox_arg_using_from_datum::<Self>() }.into()
             }
         }
@@ -293,7 +305,9 @@ pub fn parse_vector_text(text: &str) -> crate::error::Result<VectorDatum> {
 /// Checks that `n` numbers fit in a pgvector vector (at least 1, at most [`MAX_DIM`]).
 pub fn check_dims(n: usize, what: &str) -> crate::error::Result<()> {
     if n == 0 {
-        return Err(MemoryError::invalid_parameter(format!("{what} has no numbers")).hint("Pass the embedding: a non-empty list of numbers."));
+        return Err(
+            MemoryError::invalid_parameter(format!("{what} has no numbers")).hint("Pass the embedding: a non-empty list of numbers.")
+        );
     }
     if n > MAX_DIM {
         return Err(MemoryError::new(
@@ -347,17 +361,26 @@ pub fn new_vector_array(rows: &[Vec<f32>]) -> crate::error::Result<pgrx::datum::
     Ok(unsafe { pgrx::datum::DatumWithOid::new(pg_sys::Datum::from(array), array_type) })
 }
 
-/// The start time of the current transaction (what `now()` returns), in PostgreSQL's
-/// microseconds since 2000-01-01.
-pub fn transaction_start() -> i64 {
-    // SAFETY: reads a timestamp PostgreSQL keeps for the current transaction.
-    unsafe { pg_sys::GetCurrentTransactionStartTimestamp() }
+/// A `vector` parameter for a query: a fresh datum of `values`, with pgvector's type OID.
+pub fn vector_param(values: &[f32]) -> crate::error::Result<pgrx::datum::DatumWithOid<'static>> {
+    let oid = vector_type_oid()?;
+    // SAFETY: a fresh `vector` datum, passed with pgvector's type OID.
+    Ok(unsafe { pgrx::datum::DatumWithOid::new(new_vector_datum(values)?, oid) })
 }
 
-/// Whether the current role is a superuser (row-level security never applies to it).
-pub fn is_superuser() -> bool {
-    // SAFETY: reads the current role's attributes from the syscache.
-    unsafe { pg_sys::superuser() }
+/// The `vector` in column `ordinal` of the current row of an SPI result (`None` for NULL),
+/// after checking that the column is of type `vector`.
+pub fn vector_column(table: &pgrx::spi::SpiTupleTable<'_>, ordinal: usize) -> crate::error::Result<Option<VectorDatum>> {
+    let read = crate::error::spi("reading an embedding");
+    let oid = table.column_type_oid(ordinal).map_err(&read)?;
+    if oid.value() != vector_type_oid()? {
+        return Err(crate::error::MemoryError::corrupted(format!("column {ordinal} of the query is not a vector")));
+    }
+    match table.get_datum_by_ordinal(ordinal).map_err(&read)? {
+        // SAFETY: a non-null datum of a column of type `vector`, valid for the current row.
+        Some(d) => Ok(Some(unsafe { VectorDatum::from_datum(d, Element::F32) }?)),
+        None => Ok(None),
+    }
 }
 
 /// The text of a `text` datum (detoasted if needed; a copy only when it was toasted or is not

@@ -14,6 +14,8 @@
 //! Versions: `sql/agent_memory--0.1.0.sql` is the frozen script of 0.1.0; each later version is
 //! reached by `sql/agent_memory--<from>--<to>.sql` (tests/upgrade.sh checks the path).
 
+#![allow(unsafe_code)] // the stubs are C symbols
+
 use pgrx::prelude::*;
 use pgrx::spi::SpiClient;
 

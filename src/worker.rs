@@ -39,8 +39,7 @@ const MAX_SLEEP: Duration = Duration::from_secs(60);
 
 /// Registers one worker per configured database. Called from `_PG_init`.
 pub fn register() {
-    // SAFETY: reads a backend-global flag that PostgreSQL sets while it loads preloaded libraries.
-    if !unsafe { pg_sys::process_shared_preload_libraries_in_progress } {
+    if !crate::pg::preloading() {
         log!(
             "agent_memory: loaded without shared_preload_libraries, so no forgetting or consolidation workers run; \
              add agent_memory to shared_preload_libraries to start them (memory_forget and memory_consolidate work by hand either way)"
@@ -66,26 +65,7 @@ pub fn register() {
     }
 }
 
-fn shutting_down() -> bool {
-    // SAFETY: a flag set by the SIGTERM handler.
-    unsafe { std::ptr::read_volatile(&raw const pg_sys::ShutdownRequestPending) != 0 }
-}
-
-fn in_recovery() -> bool {
-    // SAFETY: a plain read of shared state.
-    unsafe { pg_sys::RecoveryInProgress() }
-}
-
-fn reload_if_asked() {
-    // SAFETY: ConfigReloadPending is set by the SIGHUP handler; ProcessConfigFile re-reads
-    // postgresql.conf outside of any transaction, as every PostgreSQL process does.
-    unsafe {
-        if std::ptr::read_volatile(&raw const pg_sys::ConfigReloadPending) != 0 {
-            std::ptr::write_volatile(&raw mut pg_sys::ConfigReloadPending, 0);
-            pg_sys::ProcessConfigFile(pg_sys::GucContext::PGC_SIGHUP);
-        }
-    }
-}
+use crate::pg::{in_recovery, reload_config_if_asked as reload_if_asked, shutdown_requested as shutting_down};
 
 fn caught_message(e: CaughtError) -> MemoryError {
     let (code, message) = match &e {
@@ -98,28 +78,19 @@ fn caught_message(e: CaughtError) -> MemoryError {
 /// Runs `f` in a transaction of its own: committed when it returns `Ok`, rolled back when it
 /// returns an error or PostgreSQL raises one (which is returned, not re-raised).
 fn in_transaction<R>(f: impl FnOnce() -> Result<R>) -> Result<R> {
-    // SAFETY: the worker is connected to its database and no transaction is open between units.
-    unsafe {
-        pg_sys::SetCurrentStatementStartTimestamp();
-        pg_sys::StartTransactionCommand();
-        pg_sys::PushActiveSnapshot(pg_sys::GetTransactionSnapshot());
-    }
+    // The worker is connected to its database and no transaction is open between units.
+    crate::pg::start_transaction();
     let outcome = PgTryBuilder::new(AssertUnwindSafe(|| {
         let r = f()?;
-        // SAFETY: the snapshot pushed above is popped and the transaction committed; an error
-        // at commit is caught below like any other.
-        unsafe {
-            pg_sys::PopActiveSnapshot();
-            pg_sys::CommitTransactionCommand();
-        }
+        // An error at commit is caught below like any other.
+        crate::pg::commit_transaction();
         Ok(r)
     }))
     .catch_others(|e| Err(caught_message(e)))
     .execute();
     if outcome.is_err() {
-        // SAFETY: a transaction is open (it failed or f returned an error): abort it, which
-        // also releases its snapshot, locks and memory.
-        unsafe { pg_sys::AbortCurrentTransaction() };
+        // A transaction is open (it failed or f returned an error).
+        crate::pg::abort_transaction();
     }
     outcome
 }
@@ -174,7 +145,9 @@ fn pin_session() -> Result<()> {
 fn in_transaction_as<R>(role: &str, f: impl FnOnce(&mut SpiClient<'_>) -> Result<R>) -> Result<R> {
     in_transaction(|| {
         Spi::connect_mut(|client| {
-            client.select("SELECT pg_catalog.set_config('role', $1, true)", None, &[role.into()]).map_err(spi("switching to the worker's role"))?;
+            client
+                .select("SELECT pg_catalog.set_config('role', $1, true)", None, &[role.into()])
+                .map_err(spi("switching to the worker's role"))?;
             f(client)
         })
     })
@@ -211,14 +184,17 @@ impl WorkerDriver {
         if !self.first {
             let pause = gucs::batch_pause();
             if !pause.is_zero() && !BackgroundWorker::wait_latch(Some(pause)) {
-                // SAFETY: remembers the SIGTERM that wait_latch consumed, for the main loop.
-                unsafe { std::ptr::write_volatile(&raw mut pg_sys::ShutdownRequestPending, 1) };
+                // (wait_latch consumed the SIGTERM: the main loop must still see it.)
+                crate::pg::remember_shutdown();
             }
         }
         self.first = false;
         reload_if_asked();
         if shutting_down() {
-            return Err(MemoryError::new(PgSqlErrorCode::ERRCODE_ADMIN_SHUTDOWN, "the worker was asked to stop (SIGTERM) before the pass finished"));
+            return Err(MemoryError::new(
+                PgSqlErrorCode::ERRCODE_ADMIN_SHUTDOWN,
+                "the worker was asked to stop (SIGTERM) before the pass finished",
+            ));
         }
         let started = Instant::now();
         let result = in_transaction_as(&self.role, f);
@@ -305,7 +281,9 @@ fn run_job(job: Job, role: &str) {
 
 /// Marks as failed the runs a crash left 'running'.
 fn mark_orphans() {
-    match in_transaction(|| Spi::connect_mut(|c| c.update(runs::FAIL_ORPHANS, None, &[]).map(|t| t.len()).map_err(spi("marking unfinished runs")))) {
+    match in_transaction(|| {
+        Spi::connect_mut(|c| c.update(runs::FAIL_ORPHANS, None, &[]).map(|t| t.len()).map_err(spi("marking unfinished runs")))
+    }) {
         Ok(n) if n > 0 => log!("agent_memory: marked {n} unfinished run(s) as failed"),
         Ok(_) => {}
         Err(e) => warning!("agent_memory: could not mark unfinished runs: {}", e.message),
@@ -354,6 +332,7 @@ fn schema_current(db: &str, said: &mut bool) -> bool {
 
 /// The worker's main loop.
 #[pg_guard]
+#[allow(unsafe_code)] // a C symbol, the worker's entry point
 #[no_mangle]
 pub extern "C-unwind" fn agent_memory_worker_main(_arg: pg_sys::Datum) {
     BackgroundWorker::attach_signal_handlers(SignalWakeFlags::SIGHUP | SignalWakeFlags::SIGTERM);
@@ -407,6 +386,5 @@ pub extern "C-unwind" fn agent_memory_worker_main(_arg: pg_sys::Datum) {
     // server is shutting down (a terminated backend, or a dropped and recreated database, does
     // not leave the database without its worker).
     log!("agent_memory: worker in database {db} stopped");
-    // SAFETY: ends the process the way PostgreSQL's own processes do.
-    unsafe { pg_sys::proc_exit(1) };
+    crate::pg::exit_process(1);
 }

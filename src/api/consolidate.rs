@@ -28,7 +28,6 @@ use pgrx::spi::SpiClient;
 use crate::error::{first_value, spi, MemoryError, OrRaise, Result};
 use crate::gucs;
 use crate::runs::{self, step, Driver, Job, Steps};
-use crate::vector::{Element, VectorDatum};
 
 /// Groups of duplicates: ids newest first. Objects compare without case or surrounding blanks,
 /// as in reconciliation.
@@ -122,7 +121,12 @@ struct WouldChange {
     rewritten: HashSet<i64>,
 }
 
-fn ids_of(client: &mut SpiClient<'_>, sql: &'static str, args: &[pgrx::datum::DatumWithOid<'_>], what: &'static str) -> Result<Vec<Vec<i64>>> {
+fn ids_of(
+    client: &mut SpiClient<'_>,
+    sql: &'static str,
+    args: &[pgrx::datum::DatumWithOid<'_>],
+    what: &'static str,
+) -> Result<Vec<Vec<i64>>> {
     let table = crate::plans::read(client, sql, args).map_err(spi(what))?;
     let mut out = Vec::new();
     for row in table {
@@ -180,13 +184,15 @@ fn merge_duplicates<D: Driver>(d: &mut D, dry_run: bool, batch: i64, would: &mut
 /// One user's near-duplicate merges: `(id, keeper)` pairs. The write trigger stores every
 /// embedding at unit length, so they are compared as stored, copied once into one buffer.
 fn similar_pairs(user: &str, model: &str, threshold: f64, skip: &HashSet<i64>, scanned: &mut usize) -> Result<Vec<(i64, i64)>> {
-    let now = crate::vector::transaction_start();
+    let now = crate::pg::transaction_start();
     let kinds = ["semantic".to_string()];
     // Rows are clustered within groups that may merge: the same polarity (a statement never
     // merges with its contradiction), and the same predicate and value (facts of different
     // predicates, or different values of a many-valued one, are different facts).
     type Group = (bool, Option<String>, Option<String>);
-    let mut groups: HashMap<Group, Vec<(i64, i64, usize)>> = HashMap::new();
+    /// (created_at, id, offset of its embedding) of each memory of a group.
+    type GroupRows = Vec<(i64, i64, usize)>;
+    let mut groups: HashMap<Group, GroupRows> = HashMap::new();
     let mut flat: Vec<f32> = Vec::new();
     let mut dims = None;
     let mut scratch = Vec::new();
@@ -196,19 +202,15 @@ fn similar_pairs(user: &str, model: &str, threshold: f64, skip: &HashSet<i64>, s
             if skip.contains(&c.id) {
                 return Ok(true);
             }
-            // SAFETY: the datum is `memories.emb`, of type `vector`, valid during the callback.
-            let emb = unsafe { VectorDatum::from_datum(c.emb, Element::F32) }?;
+            let emb = c.emb()?;
             if *dims.get_or_insert(emb.dims()) != emb.dims() {
                 return Ok(true);
             }
-            // SAFETY: `content`, `predicate` and `object_key` are `text` datums of the row.
-            let (negated, predicate, value) = unsafe {
-                (
-                    agent_memory_core::polarity::is_negated(&crate::vector::text_of(c.content)),
-                    c.predicate.map(|d| crate::vector::text_of(d).into_owned()),
-                    c.object_key.map(|d| crate::vector::text_of(d).into_owned()),
-                )
-            };
+            let (negated, predicate, value) = (
+                agent_memory_core::polarity::is_negated(&c.content()),
+                c.predicate().map(|p| p.into_owned()),
+                c.object_key().map(|v| v.into_owned()),
+            );
             groups.entry((negated, predicate, value)).or_default().push((c.created, c.id, flat.len()));
             emb.with_f32(&mut scratch, |x| flat.extend_from_slice(x));
             Ok(true)
@@ -216,7 +218,7 @@ fn similar_pairs(user: &str, model: &str, threshold: f64, skip: &HashSet<i64>, s
     })?;
     let dims = dims.unwrap_or(0);
     let mut pairs = Vec::new();
-    let mut groups: Vec<(Group, Vec<(i64, i64, usize)>)> = groups.into_iter().collect();
+    let mut groups: Vec<(Group, GroupRows)> = groups.into_iter().collect();
     groups.sort_by(|a, b| a.0.cmp(&b.0));
     for (_, mut rows) in groups {
         pgrx::check_for_interrupts!();
@@ -235,7 +237,9 @@ fn merge_similar<D: Driver>(d: &mut D, dry_run: bool, batch: i64, would: &mut Wo
         let table = crate::plans::read(c, USERS_AND_MODELS, &[]).map_err(spi("listing users"))?;
         let mut out = Vec::new();
         for row in table {
-            if let (Some(u), Some(m)) = (row.get::<String>(1).map_err(spi("listing users"))?, row.get::<String>(2).map_err(spi("listing users"))?) {
+            if let (Some(u), Some(m)) =
+                (row.get::<String>(1).map_err(spi("listing users"))?, row.get::<String>(2).map_err(spi("listing users"))?)
+            {
                 out.push((u, m));
             }
         }
@@ -299,15 +303,20 @@ fn summarizer(client: &mut SpiClient<'_>) -> Result<Option<String>> {
         .map_err(spi("looking up the summariser"))?;
     let not_found = || {
         MemoryError::new(pgrx::PgSqlErrorCode::ERRCODE_UNDEFINED_FUNCTION, format!("the summariser {name}(text, text[]) does not exist"))
-            .hint("Set agent_memory.summarizer to a function (user_id text, contents text[]) returns text, or to '' for the built-in summariser.")
+            .hint(
+            "Set agent_memory.summarizer to a function (user_id text, contents text[]) returns text, or to '' for the built-in summariser.",
+        )
     };
     if table.is_empty() {
         return Err(not_found());
     }
     let (schema, func, returns_text) = table.first().get_three::<String, String, bool>().map_err(spi("looking up the summariser"))?;
     if returns_text != Some(true) {
-        return Err(MemoryError::new(pgrx::PgSqlErrorCode::ERRCODE_WRONG_OBJECT_TYPE, format!("the summariser {name} does not return text"))
-            .hint("The summariser must be a function (user_id text, contents text[]) returns text."));
+        return Err(MemoryError::new(
+            pgrx::PgSqlErrorCode::ERRCODE_WRONG_OBJECT_TYPE,
+            format!("the summariser {name} does not return text"),
+        )
+        .hint("The summariser must be a function (user_id text, contents text[]) returns text."));
     }
     match (schema, func) {
         (Some(s), Some(f)) => Ok(Some(format!("{}.{}", pgrx::spi::quote_identifier(s), pgrx::spi::quote_identifier(f)))),
@@ -352,11 +361,10 @@ fn summarize_groups(client: &mut SpiClient<'_>, groups: &[&Vec<i64>], custom: &O
             };
             let subject: Option<String> = table.get(4).map_err(&e)?;
             let importance: f32 = table.get(6).map_err(&e)?.unwrap_or(0.0);
-            let Some(emb) = table.get_datum_by_ordinal(7).map_err(&e)? else {
+            let Some(emb) = crate::vector::vector_column(&table, 7)? else {
                 continue;
             };
-            // SAFETY: column 7 is `memories.emb`, of type `vector`.
-            let emb = vecmath::normalized(&unsafe { VectorDatum::from_datum(emb, Element::F32) }?.to_f32_vec());
+            let emb = vecmath::normalized(&emb.to_f32_vec());
             if let Some(&gi) = group_of.get(&id) {
                 episodes[gi].push(Episode { id, user, model, subject, content, importance, emb });
             }
@@ -378,7 +386,8 @@ fn summarize_groups(client: &mut SpiClient<'_>, groups: &[&Vec<i64>], custom: &O
             Some(func) => {
                 let sql = format!("SELECT {func}($1, $2)");
                 let owned: Vec<String> = texts.iter().map(|c| c.to_string()).collect();
-                let table = client.update(sql.as_str(), None, &[user.clone().into(), owned.into()]).map_err(spi("calling the summariser"))?;
+                let table =
+                    client.update(sql.as_str(), None, &[user.clone().into(), owned.into()]).map_err(spi("calling the summariser"))?;
                 first_value::<String>(table).map_err(spi("calling the summariser"))?.unwrap_or_default()
             }
         };
@@ -430,7 +439,8 @@ fn summarize_groups(client: &mut SpiClient<'_>, groups: &[&Vec<i64>], custom: &O
             summary_of.push(*sid);
         }
     }
-    let table = crate::plans::write(client, ARCHIVE_EVIDENCE, &[evidence.into(), summary_of.into()]).map_err(spi("keeping the evidence"))?;
+    let table =
+        crate::plans::write(client, ARCHIVE_EVIDENCE, &[evidence.into(), summary_of.into()]).map_err(spi("keeping the evidence"))?;
     Ok(table.len() as i64)
 }
 

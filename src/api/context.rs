@@ -14,7 +14,7 @@ use agent_memory_core::context::{pack, Item, Tokenizer};
 use pgrx::datum::TimestampWithTimeZone;
 use pgrx::prelude::*;
 
-use crate::api::recall::{check_user, in_lineage, lineage, read_only, recall, RecallOptions};
+use crate::api::recall::{check_user, in_lineage, lineage, recall, RecallOptions};
 use crate::error::{spi, MemoryError, OrRaise, Result};
 use crate::gucs;
 use crate::vector::{HalfVec, IntoVectorDatum, Vector, VectorDatum};
@@ -88,16 +88,24 @@ pub struct ContextArgs<'a> {
 }
 
 /// Assembles the context; returns its rows in prompt order and how many items were left out.
-pub fn context(user_id: Option<&str>, session_id: Option<&str>, query: Option<&VectorDatum>, a: ContextArgs<'_>) -> Result<(Vec<ContextRow>, usize)> {
+pub fn context(
+    user_id: Option<&str>,
+    session_id: Option<&str>,
+    query: Option<&VectorDatum>,
+    a: ContextArgs<'_>,
+) -> Result<(Vec<ContextRow>, usize)> {
     let user = check_user(user_id)?;
     let session = session_id
         .filter(|s| !s.trim().is_empty())
         .ok_or_else(|| MemoryError::null_value("session_id must not be NULL or empty").hint("Pass the id of the conversation."))?;
-    let budget = a.token_budget.ok_or_else(|| MemoryError::null_value("token_budget must not be NULL").hint("Pass the prompt's token budget."))?;
+    let budget =
+        a.token_budget.ok_or_else(|| MemoryError::null_value("token_budget must not be NULL").hint("Pass the prompt's token budget."))?;
     let system = a.system_tokens.unwrap_or(0);
     if budget < 1 || system < 0 {
-        return Err(MemoryError::invalid_parameter(format!("token_budget must be at least 1 and system_tokens at least 0, not {budget} and {system}"))
-            .hint("Pass the prompt's whole budget and the share the system prompt takes."));
+        return Err(MemoryError::invalid_parameter(format!(
+            "token_budget must be at least 1 and system_tokens at least 0, not {budget} and {system}"
+        ))
+        .hint("Pass the prompt's whole budget and the share the system prompt takes."));
     }
     if system > budget {
         return Err(MemoryError::invalid_parameter(format!(
@@ -108,7 +116,8 @@ pub fn context(user_id: Option<&str>, session_id: Option<&str>, query: Option<&V
     }
     let turns = a.turns.unwrap_or(8);
     if !(0..=1000).contains(&turns) {
-        return Err(MemoryError::invalid_parameter(format!("turns must be between 0 and 1000, not {turns}")).hint("Pass how many recent turns to include."));
+        return Err(MemoryError::invalid_parameter(format!("turns must be between 0 and 1000, not {turns}"))
+            .hint("Pass how many recent turns to include."));
     }
     let k = a.k.unwrap_or(10);
     if !(0..=gucs::max_k()).contains(&k) {
@@ -116,7 +125,7 @@ pub fn context(user_id: Option<&str>, session_id: Option<&str>, query: Option<&V
             .hint("Pass how many long-term memories to consider."));
     }
     let untasked = a.untasked.unwrap_or(true);
-    let touch = a.touch.unwrap_or(true) && !read_only();
+    let touch = a.touch.unwrap_or(true) && !crate::pg::read_only();
     let tokenizer = gucs::tokenizer_kind();
     let text = a.query_text.map(str::trim).filter(|t| !t.is_empty());
 
@@ -147,8 +156,12 @@ pub fn context(user_id: Option<&str>, session_id: Option<&str>, query: Option<&V
         let lineage_arg: Option<Vec<Option<String>>> = lineage_set.as_ref().map(|s| s.iter().cloned().map(Some).collect());
         let mut working = Vec::new();
         if turns > 0 {
-            let table = crate::plans::read(client, WORKING, &[user.into(), session.into(), (turns as i64).into(), lineage_arg.into(), untasked.into()])
-                .map_err(spi("reading the session's turns"))?;
+            let table = crate::plans::read(
+                client,
+                WORKING,
+                &[user.into(), session.into(), (turns as i64).into(), lineage_arg.into(), untasked.into()],
+            )
+            .map_err(spi("reading the session's turns"))?;
             for r in table {
                 let e = spi("reading a turn");
                 working.push(ContextRow {
@@ -243,7 +256,9 @@ pub fn context(user_id: Option<&str>, session_id: Option<&str>, query: Option<&V
     if touch {
         let ids: Vec<i64> = out.iter().chain(long_term.iter()).filter_map(|r| r.memory_id).collect();
         if !ids.is_empty() {
-            Spi::connect_mut(|client| crate::plans::write(client, TOUCH, &[ids.into()]).map(|_| ()).map_err(spi("refreshing the memories")))?;
+            Spi::connect_mut(|client| {
+                crate::plans::write(client, TOUCH, &[ids.into()]).map(|_| ()).map_err(spi("refreshing the memories"))
+            })?;
         }
     }
     out.extend(long_term);
@@ -259,11 +274,12 @@ fn notice_left_out(n: usize) {
 /// The context as one text block: standing instructions, what is known about the user, and the
 /// recent conversation, each line with its date.
 pub fn render(rows: &[ContextRow]) -> String {
-    let date = |t: &Option<TimestampWithTimeZone>| -> String {
-        t.map(|t| t.to_iso_string().chars().take(10).collect()).unwrap_or_default()
-    };
+    let date =
+        |t: &Option<TimestampWithTimeZone>| -> String { t.map(|t| t.to_iso_string().chars().take(10).collect()).unwrap_or_default() };
     let mut out = String::new();
-    for (title, channel) in [("Standing instructions", "procedural"), ("What is known about the user", "long_term"), ("Recent conversation", "working")] {
+    for (title, channel) in
+        [("Standing instructions", "procedural"), ("What is known about the user", "long_term"), ("Recent conversation", "working")]
+    {
         let lines: Vec<String> = rows
             .iter()
             .filter(|r| r.channel == channel)

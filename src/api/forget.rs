@@ -142,12 +142,22 @@ SELECT count(*) FROM agent_memory.memories m \
    AND NOT (m.retired_reason = 'summarized' AND m.superseded_by IS NOT NULL)";
 
 /// Runs a batch that changes rows and returns how many it changed.
-fn count(client: &mut pgrx::spi::SpiClient<'_>, sql: &'static str, args: &[pgrx::datum::DatumWithOid<'_>], what: &'static str) -> Result<i64> {
+fn count(
+    client: &mut pgrx::spi::SpiClient<'_>,
+    sql: &'static str,
+    args: &[pgrx::datum::DatumWithOid<'_>],
+    what: &'static str,
+) -> Result<i64> {
     Ok(first_value::<i64>(crate::plans::write(client, sql, args).map_err(spi(what))?).map_err(spi(what))?.unwrap_or(0))
 }
 
 /// Runs a count that only reads (what a dry run reports).
-fn tally(client: &mut pgrx::spi::SpiClient<'_>, sql: &'static str, args: &[pgrx::datum::DatumWithOid<'_>], what: &'static str) -> Result<i64> {
+fn tally(
+    client: &mut pgrx::spi::SpiClient<'_>,
+    sql: &'static str,
+    args: &[pgrx::datum::DatumWithOid<'_>],
+    what: &'static str,
+) -> Result<i64> {
     Ok(first_value::<i64>(crate::plans::read(client, sql, args).map_err(spi(what))?).map_err(spi(what))?.unwrap_or(0))
 }
 
@@ -210,8 +220,7 @@ pub fn forget_pass<D: Driver>(d: &mut D, dry_run: bool) -> Result<Steps> {
             Some(cap) => {
                 if dry_run {
                     d.read(|c| {
-                        let table =
-                            crate::plans::read(c, OVER_CAPACITY, &[cap.into()]).map_err(spi("finding users above the capacity"))?;
+                        let table = crate::plans::read(c, OVER_CAPACITY, &[cap.into()]).map_err(spi("finding users above the capacity"))?;
                         let mut n = 0i64;
                         for row in table {
                             n += row.get::<i64>(2).map_err(spi("reading a user"))?.unwrap_or(0).max(0);
@@ -220,15 +229,16 @@ pub fn forget_pass<D: Driver>(d: &mut D, dry_run: bool) -> Result<Steps> {
                     })?
                 } else {
                     let over: Vec<(String, i64, Vec<String>)> = d.read(|c| {
-                        let table = crate::plans::read(c, OVER_CAPACITY_MODELS, &[cap.into()])
-                            .map_err(spi("finding users above the capacity"))?;
+                        let table =
+                            crate::plans::read(c, OVER_CAPACITY_MODELS, &[cap.into()]).map_err(spi("finding users above the capacity"))?;
                         let mut out = Vec::new();
                         for row in table {
                             let e = spi("reading a user");
                             let (Some(user), Some(excess)) = (row.get::<String>(1).map_err(&e)?, row.get::<i64>(2).map_err(&e)?) else {
                                 continue;
                             };
-                            let models: Vec<String> = row.get::<Vec<Option<String>>>(3).map_err(&e)?.unwrap_or_default().into_iter().flatten().collect();
+                            let models: Vec<String> =
+                                row.get::<Vec<Option<String>>>(3).map_err(&e)?.unwrap_or_default().into_iter().flatten().collect();
                             out.push((user, excess, models));
                         }
                         Ok(out)
@@ -274,8 +284,10 @@ pub fn forget_pass<D: Driver>(d: &mut D, dry_run: bool) -> Result<Steps> {
 
     // 4. Purge after the regret window; delete turns past their retention.
     steps.push(step("purge", || -> Result<i64> {
-        let memories = older_than(d, dry_run, batch, gucs::regret_window_minutes(), (PURGE_COUNT, PURGE_BATCH), "purging retired memories")?;
-        let turns = older_than(d, dry_run, batch, gucs::turn_retention_minutes(), (PURGE_TURNS_COUNT, PURGE_TURNS_BATCH), "deleting old turns")?;
+        let memories =
+            older_than(d, dry_run, batch, gucs::regret_window_minutes(), (PURGE_COUNT, PURGE_BATCH), "purging retired memories")?;
+        let turns =
+            older_than(d, dry_run, batch, gucs::turn_retention_minutes(), (PURGE_TURNS_COUNT, PURGE_TURNS_BATCH), "deleting old turns")?;
         Ok(memories + turns)
     })?);
     Ok(steps)
@@ -284,7 +296,14 @@ pub fn forget_pass<D: Driver>(d: &mut D, dry_run: bool) -> Result<Steps> {
 /// Deletes in batches what is older than `minutes` (`sql.1`, taking the batch size and the
 /// minutes), or with `dry_run` counts it (`sql.0`, taking the minutes); nothing when `minutes`
 /// is `None` (kept forever).
-fn older_than<D: Driver>(d: &mut D, dry_run: bool, batch: i64, minutes: Option<i64>, sql: (&'static str, &'static str), what: &'static str) -> Result<i64> {
+fn older_than<D: Driver>(
+    d: &mut D,
+    dry_run: bool,
+    batch: i64,
+    minutes: Option<i64>,
+    sql: (&'static str, &'static str),
+    what: &'static str,
+) -> Result<i64> {
     let Some(minutes) = minutes else { return Ok(0) };
     let minutes = minutes.min(i32::MAX as i64) as i32;
     if dry_run {
@@ -304,7 +323,7 @@ fn evict_users(
     weights: &agent_memory_core::forget::RetentionWeights,
 ) -> Result<i64> {
     use agent_memory_core::forget::{select_evictions, Keepable};
-    let now = crate::vector::transaction_start();
+    let now = crate::pg::transaction_start();
     let mut ids: Vec<i64> = Vec::new();
     let mut tids: Vec<pg_sys::ItemPointerData> = Vec::new();
     crate::scan::with_fresh_snapshot(|| -> Result<()> {
@@ -364,7 +383,7 @@ fn memory_forget(dry_run: default!(Option<bool>, false)) -> TableIterator<'stati
 /// the aged hit count. Bulk reads (`touch => false`) change none of them.
 #[pg_extern(stable, parallel_safe)]
 fn memory_retention_score(importance: Option<f32>, last_hit_at: Option<TimestampWithTimeZone>, hit_count: Option<i32>) -> f64 {
-    let now = crate::vector::transaction_start();
+    let now = crate::pg::transaction_start();
     // The same ages as the pass: NULL and -infinity are infinitely old, infinity is now.
     let hours = last_hit_at.map_or(f64::INFINITY, |t| agent_memory_core::decay::age_hours(now, t.into_inner()));
     gucs::retention_weights().score(importance.unwrap_or(0.0) as f64, hours, hit_count.unwrap_or(0) as f64)

@@ -30,9 +30,9 @@ pub fn model_index(client: &mut pgrx::spi::SpiClient<'_>, model: &str) -> Result
 }
 
 fn create(model: Option<&str>, m: i32, ef_construction: i32) -> Result<String> {
-    let model = model.filter(|m| !m.trim().is_empty()).ok_or_else(|| {
-        MemoryError::null_value("model must not be NULL or empty").hint("Name the embedding model to index.")
-    })?;
+    let model = model
+        .filter(|m| !m.trim().is_empty())
+        .ok_or_else(|| MemoryError::null_value("model must not be NULL or empty").hint("Name the embedding model to index."))?;
     if !(2..=100).contains(&m) || !(4..=1000).contains(&ef_construction) || ef_construction < 2 * m {
         return Err(MemoryError::invalid_parameter(format!("m = {m} and ef_construction = {ef_construction} are out of range"))
             .hint("Use m between 2 and 100 and ef_construction between 4 and 1000, at least twice m (pgvector's limits)."));
@@ -40,9 +40,9 @@ fn create(model: Option<&str>, m: i32, ef_construction: i32) -> Result<String> {
     crate::version::check()?;
     Spi::connect_mut(|client| {
         let dims = crate::catalog::model_dims(client, model)?.ok_or_else(|| {
-                MemoryError::new(PgSqlErrorCode::ERRCODE_NO_DATA_FOUND, format!("no memories of model \"{model}\" were written yet"))
-                    .hint("The index needs the model's dimension: write the model's first memories, then create the index.")
-            })?;
+            MemoryError::new(PgSqlErrorCode::ERRCODE_NO_DATA_FOUND, format!("no memories of model \"{model}\" were written yet"))
+                .hint("The index needs the model's dimension: write the model's first memories, then create the index.")
+        })?;
         let name: String = first_value(crate::plans::read(client, INDEX_NAME, &[model.into()]).map_err(spi("naming the index"))?)
             .map_err(spi("naming the index"))?
             .unwrap_or_default();

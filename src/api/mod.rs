@@ -8,7 +8,7 @@ pub mod decay;
 pub mod forget;
 pub mod index;
 pub mod policy;
+pub mod recall;
 pub mod reconcile;
 pub mod turns;
 pub mod update;
-pub mod recall;

@@ -14,7 +14,7 @@ use pgrx::prelude::*;
 use crate::api::decay::scorer;
 use crate::error::{spi, MemoryError, OrRaise, Result};
 use crate::gucs;
-use crate::vector::{Element, HalfVec, IntoVectorDatum, Vector, VectorDatum};
+use crate::vector::{HalfVec, IntoVectorDatum, Vector, VectorDatum};
 
 /// What a call asks for besides the user and the query.
 pub struct RecallOptions<'a> {
@@ -58,11 +58,12 @@ const SEES_EVERY_USER: &str = "SELECT agent_memory.sees_every_user()";
 /// (`agent_memory.user_id`), or the role sees every user (a superuser, an admin, a worker).
 pub fn sees_user(client: &mut pgrx::spi::SpiClient<'_>, user: &str) -> Result<bool> {
     // A superuser always sees every row, so most calls need no query here.
-    if gucs::session_user().as_deref() == Some(user) || crate::vector::is_superuser() {
+    if gucs::session_user().as_deref() == Some(user) || crate::pg::is_superuser() {
         return Ok(true);
     }
-    let every: Option<bool> = crate::error::first_value(crate::plans::read(client, SEES_EVERY_USER, &[]).map_err(spi("checking the role's rights"))?)
-        .map_err(spi("checking the role's rights"))?;
+    let every: Option<bool> =
+        crate::error::first_value(crate::plans::read(client, SEES_EVERY_USER, &[]).map_err(spi("checking the role's rights"))?)
+            .map_err(spi("checking the role's rights"))?;
     Ok(every == Some(true))
 }
 
@@ -122,8 +123,9 @@ pub fn check_user(user_id: Option<&str>) -> Result<&str> {
     match user_id {
         None => Err(MemoryError::null_value("user_id must not be NULL")
             .hint("Every memory belongs to one user; pass the id of the user whose memories to use.")),
-        Some(u) if u.trim().is_empty() => Err(MemoryError::invalid_parameter("user_id must not be empty")
-            .hint("Pass the id of the user whose memories to use.")),
+        Some(u) if u.trim().is_empty() => {
+            Err(MemoryError::invalid_parameter("user_id must not be empty").hint("Pass the id of the user whose memories to use."))
+        }
         Some(u) => Ok(u),
     }
 }
@@ -131,7 +133,8 @@ pub fn check_user(user_id: Option<&str>) -> Result<&str> {
 /// Checks a query vector and returns it scaled to unit length.
 pub fn unit_query(query: Option<&VectorDatum>) -> Result<Vec<f32>> {
     let q = query.ok_or_else(|| {
-        MemoryError::null_value("query must not be NULL").hint("Pass the embedding of the question as a vector, a halfvec, or text like '[0.1, 0.2]'.")
+        MemoryError::null_value("query must not be NULL")
+            .hint("Pass the embedding of the question as a vector, a halfvec, or text like '[0.1, 0.2]'.")
     })?;
     let v = q.to_f32_vec();
     vecmath::validate(&v).map_err(|p| {
@@ -274,7 +277,8 @@ pub fn recall(user_id: Option<&str>, query: Option<&VectorDatum>, opts: RecallOp
             let mut out = Vec::with_capacity(ks.len());
             for k in ks {
                 let k = k.ok_or_else(|| {
-                    MemoryError::null_value("kinds must not contain NULL").hint("List kinds of memory: 'semantic', 'episodic'; or pass kinds => NULL for all.")
+                    MemoryError::null_value("kinds must not contain NULL")
+                        .hint("List kinds of memory: 'semantic', 'episodic'; or pass kinds => NULL for all.")
                 })?;
                 crate::api::policy::check_kind(&k)?;
                 out.push(k);
@@ -317,14 +321,13 @@ pub fn recall(user_id: Option<&str>, query: Option<&VectorDatum>, opts: RecallOp
         let exact_limit = if channels == Channels::Vector && lineage.is_none() { gucs::exact_limit() } else { usize::MAX };
         let mut index = None;
         let mut scratch = Vec::new();
-        let now = crate::vector::transaction_start();
+        let now = crate::pg::transaction_start();
         let complete = crate::scan::for_each_candidate(user, &model, kinds.as_deref(), now, |c| {
             if c.archived && !include_archived {
                 return Ok(true);
             }
             if lineage.is_some() {
-                // SAFETY: `task_id` is the candidate's `memories.task_id` datum, of type `text`.
-                let task = c.task_id.map(|d| unsafe { crate::vector::text_of(d) });
+                let task = c.task_id();
                 if !in_lineage(&lineage, untasked, task.as_deref()) {
                     return Ok(true);
                 }
@@ -342,8 +345,7 @@ pub fn recall(user_id: Option<&str>, query: Option<&VectorDatum>, opts: RecallOp
             // A standing instruction never decays.
             let age_hours = if c.procedural { 0.0 } else { agent_memory_core::decay::age_hours(now, c.last_hit) };
             if channels != Channels::Keyword {
-                // SAFETY: `emb` is the candidate's `memories.emb` datum, of type `vector`.
-                let emb = unsafe { VectorDatum::from_datum(c.emb, Element::F32) }?;
+                let emb = c.emb()?;
                 if emb.dims() != q.len() {
                     return Err(dimension_mismatch(q.len(), &model, emb.dims()));
                 }
@@ -359,9 +361,7 @@ pub fn recall(user_id: Option<&str>, query: Option<&VectorDatum>, opts: RecallOp
                 })?;
             }
             if let Some(kw) = keyword.as_mut() {
-                // SAFETY: `content` is the candidate's `memories.content` datum, of type `text`.
-                let content = unsafe { crate::vector::text_of(c.content) };
-                kw.add(c.id, &content);
+                kw.add(c.id, &c.content());
             }
             if let Some(r) = recency.as_mut() {
                 r.push(Ranked { id: c.id, score: c.last_hit as f64, similarity: 0.0 });
@@ -430,7 +430,7 @@ pub fn recall(user_id: Option<&str>, query: Option<&VectorDatum>, opts: RecallOp
         let ids: Vec<i64> = scored.iter().map(|r| r.id).collect();
         let mut details = std::collections::HashMap::with_capacity(ids.len());
         {
-            let table = if touch && !read_only() {
+            let table = if touch && !crate::pg::read_only() {
                 crate::plans::write(client, TOUCH_RETURNING, &[ids.clone().into()])
             } else {
                 crate::plans::read(client, DETAILS, &[ids.clone().into()])
@@ -505,9 +505,7 @@ fn approximate(
         .get_two::<String, String>()
         .map_err(spi("reading pgvector's settings"))?;
     let set = "SELECT pg_catalog.set_config('hnsw.iterative_scan', $1, true), pg_catalog.set_config('hnsw.ef_search', $2, true)";
-    client
-        .select(set, None, &["relaxed_order".into(), n.clamp(40, 1000).to_string().into()])
-        .map_err(spi("setting pgvector's search"))?;
+    client.select(set, None, &["relaxed_order".into(), n.clamp(40, 1000).to_string().into()]).map_err(spi("setting pgvector's search"))?;
     let sql = format!(
         "SELECT m.id, m.importance, CASE WHEN m.kind = 'procedural' THEN now() ELSE m.last_hit_at END, m.kind = 'episodic', m.emb, m.created_at \
            FROM agent_memory.memories m \
@@ -516,9 +514,7 @@ fn approximate(
             AND ($3::text[] IS NULL OR m.kind = ANY ($3::text[])) AND ($6 OR m.archived_at IS NULL) \
           ORDER BY m.emb::{vs}.vector({dims}) OPERATOR({vs}.<=>) $4::{vs}.vector({dims}) LIMIT $5"
     );
-    let oid = crate::vector::vector_type_oid()?;
-    // SAFETY: a fresh `vector` datum, passed with pgvector's type OID.
-    let qd = unsafe { pgrx::datum::DatumWithOid::new(crate::vector::new_vector_datum(q)?, oid) };
+    let qd = crate::vector::vector_param(q)?;
     let mut scratch = Vec::new();
     {
         let mut table = client
@@ -526,13 +522,14 @@ fn approximate(
             .map_err(spi("reading the index's candidates"))?;
         while table.next().is_some() {
             let id: i64 = table.get(1).map_err(spi("reading id"))?.ok_or_else(|| MemoryError::not_null_column("id"))?;
-            let importance: f32 = table.get(2).map_err(spi("reading importance"))?.ok_or_else(|| MemoryError::not_null_column("importance"))?;
-            let last_hit: TimestampWithTimeZone = table.get(3).map_err(spi("reading last_hit_at"))?.ok_or_else(|| MemoryError::not_null_column("last_hit_at"))?;
+            let importance: f32 =
+                table.get(2).map_err(spi("reading importance"))?.ok_or_else(|| MemoryError::not_null_column("importance"))?;
+            let last_hit: TimestampWithTimeZone =
+                table.get(3).map_err(spi("reading last_hit_at"))?.ok_or_else(|| MemoryError::not_null_column("last_hit_at"))?;
             let episodic: bool = table.get(4).map_err(spi("reading kind"))?.ok_or_else(|| MemoryError::not_null_column("kind"))?;
-            let created: TimestampWithTimeZone = table.get(6).map_err(spi("reading created_at"))?.ok_or_else(|| MemoryError::not_null_column("created_at"))?;
-            let Some(raw) = table.get_datum_by_ordinal(5).map_err(spi("reading emb"))? else { return Err(MemoryError::not_null_column("emb")) };
-            // SAFETY: column 5 is `memories.emb`, of type `vector`.
-            let emb = unsafe { VectorDatum::from_datum(raw, Element::F32) }?;
+            let created: TimestampWithTimeZone =
+                table.get(6).map_err(spi("reading created_at"))?.ok_or_else(|| MemoryError::not_null_column("created_at"))?;
+            let emb = crate::vector::vector_column(&table, 5)?.ok_or_else(|| MemoryError::not_null_column("emb"))?;
             emb.with_f32(&mut scratch, |x| {
                 let similarity = vecmath::cosine_with_unit(q, x);
                 if similarity >= min_similarity {
@@ -547,13 +544,6 @@ fn approximate(
         .select(set, None, &[it.unwrap_or_else(|| "off".into()).into(), ef.unwrap_or_else(|| "40".into()).into()])
         .map_err(spi("restoring pgvector's settings"))?;
     Ok(())
-}
-
-/// Whether this transaction cannot write (a standby, or `SET TRANSACTION READ ONLY`): recall
-/// then returns its rows without refreshing `last_hit_at`.
-pub fn read_only() -> bool {
-    // SAFETY: plain reads of backend-global state.
-    unsafe { pgrx::pg_sys::XactReadOnly || pgrx::pg_sys::RecoveryInProgress() }
 }
 
 /// Defines one SQL overload of `memory_recall` for a query type (`vector`, `halfvec`).

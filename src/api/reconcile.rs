@@ -23,7 +23,7 @@ use crate::api::policy::check_kind;
 use crate::api::recall::{check_user, resolve_model};
 use crate::error::{spi, MemoryError, OrRaise, Result};
 use crate::gucs;
-use crate::vector::{new_vector_array, HalfVec, IntoVectorDatum, Vector, VectorDatum};
+use crate::vector::{new_vector_array, HalfVec, IntoVectorDatum, Vector};
 
 /// One candidate fact, from the single-fact call or one element of a batch.
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -319,7 +319,8 @@ impl<'a, 'c> Reconciler<'a, 'c> {
             }
         }
         vecmath::validate(emb).map_err(|p| {
-            MemoryError::invalid_parameter(format!("emb: {p}")).hint("Pass the embedding of the fact's content: a non-zero vector of finite numbers.")
+            MemoryError::invalid_parameter(format!("emb: {p}"))
+                .hint("Pass the embedding of the fact's content: a non-zero vector of finite numbers.")
         })?;
         let unit = vecmath::normalized(emb);
         if self.dims.is_none() {
@@ -360,7 +361,8 @@ impl<'a, 'c> Reconciler<'a, 'c> {
                 crate::plans::write(self.client, RECORD_PREDICATE, &[p.clone().into(), c.clone().into()])
                     .map_err(spi("recording the predicate"))?;
             } else if f.cardinality.is_some() {
-                return Err(MemoryError::invalid_parameter("cardinality needs a predicate").hint("Pass cardinality with a structured fact (subject, predicate, object)."));
+                return Err(MemoryError::invalid_parameter("cardinality needs a predicate")
+                    .hint("Pass cardinality with a structured fact (subject, predicate, object)."));
             }
         }
         let names: Vec<Option<String>> = facts.iter().filter_map(|f| f.predicate.clone()).map(Some).collect();
@@ -371,7 +373,9 @@ impl<'a, 'c> Reconciler<'a, 'c> {
         let table = crate::plans::read(self.client, LOAD_PREDICATES, &[names.into()]).map_err(spi("reading the predicates"))?;
         for r in table {
             let e = spi("reading the predicates");
-            let (Some(name), Some(canon), Some(many)) = (r.get::<String>(1).map_err(&e)?, r.get::<String>(2).map_err(&e)?, r.get::<bool>(3).map_err(&e)?) else {
+            let (Some(name), Some(canon), Some(many)) =
+                (r.get::<String>(1).map_err(&e)?, r.get::<String>(2).map_err(&e)?, r.get::<bool>(3).map_err(&e)?)
+            else {
                 continue;
             };
             if many {
@@ -401,7 +405,8 @@ impl<'a, 'c> Reconciler<'a, 'c> {
             for r in table {
                 let id: i64 = r.get(1).map_err(spi("reading id"))?.ok_or_else(|| MemoryError::not_null_column("id"))?;
                 let subject: String = r.get(3).map_err(spi("reading subject"))?.ok_or_else(|| MemoryError::not_null_column("subject"))?;
-                let predicate: String = r.get(4).map_err(spi("reading predicate"))?.ok_or_else(|| MemoryError::not_null_column("predicate"))?;
+                let predicate: String =
+                    r.get(4).map_err(spi("reading predicate"))?.ok_or_else(|| MemoryError::not_null_column("predicate"))?;
                 let state = RowState {
                     version: r.get(2).map_err(spi("reading version"))?.ok_or_else(|| MemoryError::not_null_column("version"))?,
                     active: true,
@@ -415,8 +420,9 @@ impl<'a, 'c> Reconciler<'a, 'c> {
         let texts: Vec<Option<String>> =
             facts.iter().filter(|f| f.subject.is_none() && f.predicate.is_none()).filter_map(|f| f.content.clone()).map(Some).collect();
         if !texts.is_empty() {
-            let table = crate::plans::write(self.client, LOAD_CONTENT, &[self.user.clone().into(), self.model.clone().into(), texts.into()])
-                .map_err(spi("reading the user's memories"))?;
+            let table =
+                crate::plans::write(self.client, LOAD_CONTENT, &[self.user.clone().into(), self.model.clone().into(), texts.into()])
+                    .map_err(spi("reading the user's memories"))?;
             for r in table {
                 let id: i64 = r.get(1).map_err(spi("reading id"))?.ok_or_else(|| MemoryError::not_null_column("id"))?;
                 let episodic: bool = r.get(4).map_err(spi("reading kind"))?.unwrap_or(false);
@@ -471,16 +477,15 @@ impl<'a, 'c> Reconciler<'a, 'c> {
                 pgrx::check_for_interrupts!();
                 let id: i64 = table.get(1).map_err(spi("reading id"))?.ok_or_else(|| MemoryError::not_null_column("id"))?;
                 let version: i32 = table.get(2).map_err(spi("reading version"))?.ok_or_else(|| MemoryError::not_null_column("version"))?;
-                let Some(raw) = table.get_datum_by_ordinal(3).map_err(spi("reading emb"))? else { return Err(MemoryError::not_null_column("emb")) };
-                // SAFETY: column 3 is `memories.emb`, of type `vector`.
-                let emb = unsafe { VectorDatum::from_datum(raw, crate::vector::Element::F32) }?;
+                let emb = crate::vector::vector_column(&table, 3)?.ok_or_else(|| MemoryError::not_null_column("emb"))?;
                 let unit = emb.with_f32(&mut Vec::new(), vecmath::normalized);
                 let episodic: bool = table.get(4).map_err(spi("reading kind"))?.unwrap_or(false);
                 let object: Option<String> = table.get(5).map_err(spi("reading object"))?;
                 let subject: Option<String> = table.get(6).map_err(spi("reading subject"))?;
                 let predicate: Option<String> = table.get(7).map_err(spi("reading predicate"))?;
                 let object_key: Option<String> = table.get(8).map_err(spi("reading object_key"))?;
-                let content: String = table.get(9).map_err(spi("reading content"))?.ok_or_else(|| MemoryError::not_null_column("content"))?;
+                let content: String =
+                    table.get(9).map_err(spi("reading content"))?.ok_or_else(|| MemoryError::not_null_column("content"))?;
                 let key = subject.zip(predicate.clone()).map(|(s, p)| (s, p, object_key));
                 found.push((id, RowState { version, active: true, key, content: None, object }));
                 existing.push(KnownRow { slot: Slot::Existing(id), episodic, unit, content, predicate });
@@ -700,7 +705,8 @@ impl<'a, 'c> Reconciler<'a, 'c> {
         };
         if let Some(action) = &fact.action {
             let action = action.parse::<Action>().map_err(|e| {
-                MemoryError::invalid_parameter(e.to_string()).hint("Use one of ADD, UPDATE, DELETE, NONE, or leave action NULL to let reconcile decide.")
+                MemoryError::invalid_parameter(e.to_string())
+                    .hint("Use one of ADD, UPDATE, DELETE, NONE, or leave action NULL to let reconcile decide.")
             })?;
             return self.decided(index, fact, action, &kind, unit, structured);
         }
@@ -744,8 +750,12 @@ impl<'a, 'c> Reconciler<'a, 'c> {
             Some((s, m)) => (Some(s), Some(m)),
             None => (None, None),
         };
-        let need_emb = || MemoryError::null_value("emb must not be NULL when the fact is new or changed").hint("Pass the embedding of the fact's content.");
-        let need_content = || MemoryError::null_value("content must not be NULL").hint("Pass the memory as text, as it is given to the model.");
+        let need_emb = || {
+            MemoryError::null_value("emb must not be NULL when the fact is new or changed")
+                .hint("Pass the embedding of the fact's content.")
+        };
+        let need_content =
+            || MemoryError::null_value("content must not be NULL").hint("Pass the memory as text, as it is given to the model.");
         Ok(match decide(structured, fact.object.as_deref(), fact.negate, m) {
             Decision::Add => {
                 let u = unit.ok_or_else(need_emb)?;
@@ -782,9 +792,19 @@ impl<'a, 'c> Reconciler<'a, 'c> {
 
     /// Applies an action the caller decided, as a conditional update of `target_id` at
     /// `expected_version`. A stale version changes nothing and returns NONE with a NULL version.
-    fn decided(&mut self, index: usize, fact: &Fact, action: Action, kind: &str, unit: Option<Vec<f32>>, structured: bool) -> Result<Pending> {
-        let need_emb = || MemoryError::null_value(format!("emb must not be NULL for {action}")).hint("Pass the embedding of the fact's content.");
-        let need_content = || MemoryError::null_value("content must not be NULL").hint("Pass the memory as text, as it is given to the model.");
+    fn decided(
+        &mut self,
+        index: usize,
+        fact: &Fact,
+        action: Action,
+        kind: &str,
+        unit: Option<Vec<f32>>,
+        structured: bool,
+    ) -> Result<Pending> {
+        let need_emb =
+            || MemoryError::null_value(format!("emb must not be NULL for {action}")).hint("Pass the embedding of the fact's content.");
+        let need_content =
+            || MemoryError::null_value("content must not be NULL").hint("Pass the memory as text, as it is given to the model.");
         if action == Action::Add {
             let u = unit.ok_or_else(need_emb)?;
             fact.content.as_ref().ok_or_else(need_content)?;
@@ -813,12 +833,16 @@ impl<'a, 'c> Reconciler<'a, 'c> {
             return Ok(Pending { action, memory: Some(new), previous: None, version: VersionOf::Fixed(1) });
         }
         let target = fact.target_id.ok_or_else(|| {
-            MemoryError::null_value(format!("target_id must not be NULL for {action}")).hint("Pass the id of the memory the action applies to.")
+            MemoryError::null_value(format!("target_id must not be NULL for {action}"))
+                .hint("Pass the id of the memory the action applies to.")
         })?;
         let slot = Slot::Existing(target);
         let Some(state) = self.rows.get(&slot) else {
-            return Err(MemoryError::new(PgSqlErrorCode::ERRCODE_NO_DATA_FOUND, format!("memory {target} of user \"{}\" does not exist", self.user))
-                .hint("Pass the id of one of this user's memories."));
+            return Err(MemoryError::new(
+                PgSqlErrorCode::ERRCODE_NO_DATA_FOUND,
+                format!("memory {target} of user \"{}\" does not exist", self.user),
+            )
+            .hint("Pass the id of one of this user's memories."));
         };
         let (version, active) = (state.version, state.active);
         if action == Action::None {
@@ -870,7 +894,10 @@ impl<'a, 'c> Reconciler<'a, 'c> {
             ];
             let table = crate::plans::write(self.client, RETIRE_MANY, &args).map_err(spi("retiring memories"))?;
             for r in table {
-                versions.insert(r.get(1).map_err(spi("reading id"))?.unwrap_or_default(), r.get(2).map_err(spi("reading version"))?.unwrap_or(1));
+                versions.insert(
+                    r.get(1).map_err(spi("reading id"))?.unwrap_or_default(),
+                    r.get(2).map_err(spi("reading version"))?.unwrap_or(1),
+                );
             }
             if versions.len() != self.retire.len() {
                 return Err(conflict());
@@ -888,7 +915,10 @@ impl<'a, 'c> Reconciler<'a, 'c> {
             let table = crate::plans::write(self.client, REINFORCE_MANY, &args).map_err(spi("reinforcing memories"))?;
             let mut n = 0;
             for r in table {
-                versions.insert(r.get(1).map_err(spi("reading id"))?.unwrap_or_default(), r.get(2).map_err(spi("reading version"))?.unwrap_or(1));
+                versions.insert(
+                    r.get(1).map_err(spi("reading id"))?.unwrap_or_default(),
+                    r.get(2).map_err(spi("reading version"))?.unwrap_or(1),
+                );
                 n += 1;
             }
             if n != items.len() {
@@ -960,8 +990,9 @@ impl<'a, 'c> Reconciler<'a, 'c> {
 fn check_key(fact: &Fact) -> Result<bool> {
     let blank = |s: &Option<String>| s.as_deref().is_some_and(|s| s.trim().is_empty());
     if blank(&fact.subject) || blank(&fact.predicate) {
-        return Err(MemoryError::invalid_parameter("subject and predicate must not be empty")
-            .hint("Pass NULL for both to write free text."));
+        return Err(
+            MemoryError::invalid_parameter("subject and predicate must not be empty").hint("Pass NULL for both to write free text.")
+        );
     }
     match (&fact.subject, &fact.predicate) {
         (Some(_), Some(_)) => {
@@ -973,8 +1004,9 @@ fn check_key(fact: &Fact) -> Result<bool> {
         }
         (None, None) => {
             if fact.content.is_none() && !fact.negate {
-                return Err(MemoryError::null_value("content must not be NULL")
-                    .hint("Pass the memory as text, as it is given to the model."));
+                return Err(
+                    MemoryError::null_value("content must not be NULL").hint("Pass the memory as text, as it is given to the model.")
+                );
             }
             Ok(false)
         }
@@ -1111,9 +1143,12 @@ fn batch_rows(user_id: Option<&str>, model: Option<&str>, facts: Result<Vec<Fact
     let facts = facts.or_raise();
     let max = gucs::max_batch_facts();
     if facts.len() > max {
-        MemoryError::new(PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED, format!("the batch has {} facts, more than the limit of {max}", facts.len()))
-            .hint("Split the batch, or ask an administrator to raise agent_memory.max_batch_facts.")
-            .raise();
+        MemoryError::new(
+            PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
+            format!("the batch has {} facts, more than the limit of {max}", facts.len()),
+        )
+        .hint("Split the batch, or ask an administrator to raise agent_memory.max_batch_facts.")
+        .raise();
     }
     reconcile_all(user_id, model, &facts)
         .or_raise()

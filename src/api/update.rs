@@ -11,7 +11,7 @@ use pgrx::prelude::*;
 use pgrx::PgSqlErrorCode;
 
 use crate::error::{first_value, spi, MemoryError, OrRaise, Result};
-use crate::vector::{new_vector_datum, vector_type_oid, HalfVec, IntoVectorDatum, Vector, VectorDatum};
+use crate::vector::{vector_type_oid, HalfVec, IntoVectorDatum, Vector, VectorDatum};
 
 const UPDATE: &str = "UPDATE agent_memory.memories SET \
         object = coalesce($3, object), content = coalesce($4, content), emb = coalesce($5, emb), \
@@ -52,8 +52,7 @@ pub fn update(id: Option<i64>, expected_version: Option<i32>, c: Changes) -> Res
             agent_memory_core::vecmath::validate(&values).map_err(|p| {
                 MemoryError::invalid_parameter(format!("emb: {p}")).hint("Pass the embedding of the new content: a non-zero vector.")
             })?;
-            // SAFETY: a fresh `vector` datum, passed with pgvector's type OID.
-            unsafe { pgrx::datum::DatumWithOid::new(new_vector_datum(&values)?, vector_type_oid()?) }
+            crate::vector::vector_param(&values)?
         }
         None => pgrx::datum::DatumWithOid::null_oid(vector_type_oid()?),
     };

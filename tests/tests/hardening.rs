@@ -51,10 +51,8 @@ fn dump_and_restore_keep_every_memory_and_the_rules() {
     // Facts with a supersession chain, free text, turns that facts point to, a run and the
     // halving clock.
     for user in ["dump-a", "dump-b", "dump-c"] {
-        let turn: i64 = c
-            .query_one("SELECT agent_memory.memory_record_turn($1, 's1', 'user', 'I switched to neovim')", &[&user])
-            .unwrap()
-            .get(0);
+        let turn: i64 =
+            c.query_one("SELECT agent_memory.memory_record_turn($1, 's1', 'user', 'I switched to neovim')", &[&user]).unwrap().get(0);
         for (object, content) in [("vim", "Uses vim"), ("neovim", "Uses neovim")] {
             c.query(
                 "SELECT * FROM agent_memory.memory_reconcile($1, 'user', 'editor', $2, $3, $4::vector, model => 'dump8', source_turn_id => $5)",
@@ -154,18 +152,15 @@ fn a_statement_timeout_stops_a_large_batch() {
     let dims = 96;
     let mut rng = Rng(5);
     // A user with many memories, so every free-text fact of the batch is compared with all of them.
-    let mut w = c
-        .copy_in("COPY agent_memory.memories (user_id, content, emb, embedding_model, importance) FROM STDIN")
-        .unwrap();
+    let mut w = c.copy_in("COPY agent_memory.memories (user_id, content, emb, embedding_model, importance) FROM STDIN").unwrap();
     use std::io::Write;
     for i in 0..30_000 {
         let v: Vec<String> = rng.vector(dims).iter().map(|x| format!("{x:.4}")).collect();
         writeln!(w, "cancel-user\tmemory {i}\t[{}]\tm96\t0.5", v.join(",")).unwrap();
     }
     w.finish().unwrap();
-    let facts: Vec<serde_json::Value> = (0..30_000)
-        .map(|i| serde_json::json!({"content": format!("new fact {i}"), "emb": rng.vector(dims)}))
-        .collect();
+    let facts: Vec<serde_json::Value> =
+        (0..30_000).map(|i| serde_json::json!({"content": format!("new fact {i}"), "emb": rng.vector(dims)})).collect();
     let batch = serde_json::Value::Array(facts).to_string();
     // Above the default limit of a batch (agent_memory.max_batch_facts), which a superuser raises.
     c.batch_execute("SET agent_memory.max_batch_facts = 100000; SET statement_timeout = '1s'").unwrap();
@@ -225,10 +220,7 @@ fn a_database_owner_cannot_steer_the_worker() {
     .unwrap();
     alter_system(&mut c, &[("workers_enabled", "off")]);
     admin.batch_execute(&format!("ALTER DATABASE {WORKER_DB} OWNER TO am_owner")).unwrap();
-    c.batch_execute(
-        "CREATE TABLE public.am_calls (who text, what text); GRANT INSERT, SELECT ON public.am_calls TO PUBLIC;",
-    )
-    .unwrap();
+    c.batch_execute("CREATE TABLE public.am_calls (who text, what text); GRANT INSERT, SELECT ON public.am_calls TO PUBLIC;").unwrap();
 
     // What the owner plants, as the owner.
     let mut owner = Client::connect(&agent_memory_tests::params_as("am_owner", WORKER_DB), postgres::NoTls).unwrap();
@@ -291,13 +283,8 @@ fn a_database_owner_cannot_steer_the_worker() {
     alter_system(&mut c, &[("workers_enabled", "on"), ("forget_interval", "1s"), ("consolidate_interval", "1s")]);
     let mut c = connect(WORKER_DB);
     wait_for("a forget and a consolidate run by the worker", Duration::from_secs(60), || {
-        let n: i64 = c
-            .query_one(
-                "SELECT count(DISTINCT job) FROM agent_memory.runs WHERE by_worker AND status = 'succeeded'",
-                &[],
-            )
-            .unwrap()
-            .get(0);
+        let n: i64 =
+            c.query_one("SELECT count(DISTINCT job) FROM agent_memory.runs WHERE by_worker AND status = 'succeeded'", &[]).unwrap().get(0);
         n == 2
     });
     alter_system(&mut c, &[("workers_enabled", "off")]);
@@ -325,10 +312,8 @@ fn a_database_owner_cannot_steer_the_worker() {
             .get(0);
         assert!(active >= 8, "user {u} has {active} active memories: the database's capacity of 1 was applied");
     }
-    let expired: i64 = c
-        .query_one("SELECT count(*) FROM agent_memory.memories WHERE NOT active AND retired_reason = 'expired'", &[])
-        .unwrap()
-        .get(0);
+    let expired: i64 =
+        c.query_one("SELECT count(*) FROM agent_memory.memories WHERE NOT active AND retired_reason = 'expired'", &[]).unwrap().get(0);
     assert_eq!(expired, 3, "the passes did run: the expired memories were retired");
 
     // Clean up: the database goes back to the server's owner and settings.

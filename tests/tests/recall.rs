@@ -29,20 +29,14 @@ fn load(client: &mut postgres::Client, users: usize, per_user: usize, seed: u64)
                 let importance = ((rng.next_u64() % 101) as f32) / 100.0;
                 // All rows share one last-hit time, so the exact ranking depends on similarity and
                 // importance alone and the client can recompute it.
-                w.write(&[&user, &format!("memory {u}-{i}"), &Vector::from(emb.clone()), &"m24", &importance, &now])
-                    .unwrap();
+                w.write(&[&user, &format!("memory {u}-{i}"), &Vector::from(emb.clone()), &"m24", &importance, &now]).unwrap();
                 rows.push((user, 0, emb, importance));
             }
         }
         w.finish().unwrap();
     }
     // Ids in load order.
-    let ids: Vec<i64> = client
-        .query("SELECT id FROM agent_memory.memories ORDER BY id", &[])
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
+    let ids: Vec<i64> = client.query("SELECT id FROM agent_memory.memories ORDER BY id", &[]).unwrap().iter().map(|r| r.get(0)).collect();
     for (row, id) in rows.iter_mut().zip(ids) {
         row.1 = id;
     }
@@ -67,11 +61,8 @@ fn recall_over_a_socket_is_exact_and_scoped_to_the_user() {
             .map(|r| (r.get(0), r.get(1)))
             .collect();
         // The client's own exact ranking: equal ages, so similarity × importance factor decides.
-        let mut want: Vec<(i64, f64)> = rows
-            .iter()
-            .filter(|r| r.0 == user)
-            .map(|r| (r.1, cosine(&q, &r.2) * (0.8 + 0.4 * r.3 as f64)))
-            .collect();
+        let mut want: Vec<(i64, f64)> =
+            rows.iter().filter(|r| r.0 == user).map(|r| (r.1, cosine(&q, &r.2) * (0.8 + 0.4 * r.3 as f64))).collect();
         want.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0)));
         let want_ids: Vec<i64> = want.iter().take(10).map(|w| w.0).collect();
         let got_ids: Vec<i64> = got.iter().map(|g| g.0).collect();
@@ -110,15 +101,11 @@ fn concurrent_recalls_lose_no_hits() {
     for h in handles {
         h.join().unwrap();
     }
-    let total: i64 = c
-        .query_one("SELECT sum(hit_count)::bigint FROM agent_memory.memories WHERE user_id = 'user-000'", &[])
-        .unwrap()
-        .get(0);
+    let total: i64 =
+        c.query_one("SELECT sum(hit_count)::bigint FROM agent_memory.memories WHERE user_id = 'user-000'", &[]).unwrap().get(0);
     assert_eq!(total, threads as i64 * calls as i64 * k as i64);
-    let other: i64 = c
-        .query_one("SELECT sum(hit_count)::bigint FROM agent_memory.memories WHERE user_id = 'user-001'", &[])
-        .unwrap()
-        .get(0);
+    let other: i64 =
+        c.query_one("SELECT sum(hit_count)::bigint FROM agent_memory.memories WHERE user_id = 'user-001'", &[]).unwrap().get(0);
     assert_eq!(other, 0, "another user's memories were touched");
 }
 
@@ -128,7 +115,10 @@ fn vector_halfvec_and_text_parameters_rank_alike() {
     load(&mut c, 1, 100, 3);
     let q: Vec<f32> = Rng(5).vector(DIMS);
     let full: Vec<i64> = c
-        .query("SELECT id FROM agent_memory.memory_recall('user-000', $1::vector, 5, model => 'm24', touch => false)", &[&Vector::from(q.clone())])
+        .query(
+            "SELECT id FROM agent_memory.memory_recall('user-000', $1::vector, 5, model => 'm24', touch => false)",
+            &[&Vector::from(q.clone())],
+        )
         .unwrap()
         .iter()
         .map(|r| r.get(0))

@@ -65,10 +65,8 @@ fn mixed_calls(role: &'static str, user: &'static str, other: &'static str, seed
             }
             4 => {
                 // Asking for the other user: nothing comes back.
-                let n = t
-                    .query("SELECT id FROM agent_memory.memory_recall($1, $2::vector, 10, touch => false)", &[&other, &q])
-                    .unwrap()
-                    .len();
+                let n =
+                    t.query("SELECT id FROM agent_memory.memory_recall($1, $2::vector, 10, touch => false)", &[&other, &q]).unwrap().len();
                 assert_eq!(n, 0, "{role} recalled {other}'s memories");
                 let n = t.query("SELECT position FROM agent_memory.memory_context($1, 's', $2::vector)", &[&other, &q]).unwrap().len();
                 assert_eq!(n, 0, "{role} got {other}'s context");
@@ -84,7 +82,10 @@ fn mixed_calls(role: &'static str, user: &'static str, other: &'static str, seed
                 let sp = t.savepoint("u").unwrap();
                 let mut sp = sp;
                 match sp.query_one("SELECT agent_memory.memory_update($1, 1, content => 'changed')", &[&guess]) {
-                    Ok(_) => assert!(own.iter().any(|(id, _)| *id == guess) || seen.contains(&guess), "{role} updated memory {guess} it never saw"),
+                    Ok(_) => assert!(
+                        own.iter().any(|(id, _)| *id == guess) || seen.contains(&guess),
+                        "{role} updated memory {guess} it never saw"
+                    ),
                     Err(e) => assert!(matches!(e.code().map(|s| s.code()), Some("P0002") | Some("55000")), "{e}"),
                 }
                 sp.rollback().unwrap();
@@ -120,7 +121,11 @@ fn two_applications_never_see_each_others_users() {
     let (seen_a, seen_b) = (a.join().unwrap(), b.join().unwrap());
     let owner = |ids: &Vec<i64>| -> Vec<String> {
         let mut c = connect(DB);
-        c.query("SELECT DISTINCT user_id FROM agent_memory.memories WHERE id = ANY ($1)", &[ids]).unwrap().iter().map(|r| r.get(0)).collect()
+        c.query("SELECT DISTINCT user_id FROM agent_memory.memories WHERE id = ANY ($1)", &[ids])
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect()
     };
     assert_eq!(owner(&seen_a), vec!["tenant-a".to_string()]);
     assert_eq!(owner(&seen_b), vec!["tenant-b".to_string()]);
@@ -145,8 +150,11 @@ fn an_erasure_under_concurrent_writes_leaves_nothing_written_before_it() {
                 let mut n = 0;
                 while !stop.load(Ordering::Relaxed) {
                     let q = Vector::from(rng.vector(8));
-                    c.query("SELECT * FROM agent_memory.memory_reconcile('erased', NULL, NULL, NULL, $1, $2::vector)", &[&format!("w{w} {n}"), &q])
-                        .unwrap();
+                    c.query(
+                        "SELECT * FROM agent_memory.memory_reconcile('erased', NULL, NULL, NULL, $1, $2::vector)",
+                        &[&format!("w{w} {n}"), &q],
+                    )
+                    .unwrap();
                     c.query_one("SELECT agent_memory.memory_record_turn('erased', 's', 'user', $1)", &[&format!("w{w} turn {n}")]).unwrap();
                     n += 1;
                 }

@@ -39,18 +39,13 @@ fn wait_for(what: &str, timeout: Duration, mut ok: impl FnMut() -> bool) {
 }
 
 fn worker_pid(c: &mut Client) -> Option<i32> {
-    c.query_opt(
-        "SELECT pid FROM pg_stat_activity WHERE backend_type = 'agent_memory worker' AND datname = $1",
-        &[&DB],
-    )
-    .unwrap()
-    .map(|r| r.get(0))
+    c.query_opt("SELECT pid FROM pg_stat_activity WHERE backend_type = 'agent_memory worker' AND datname = $1", &[&DB])
+        .unwrap()
+        .map(|r| r.get(0))
 }
 
 fn runs(c: &mut Client, job: &str, status: &str) -> i64 {
-    c.query_one("SELECT count(*) FROM agent_memory.runs WHERE job = $1 AND status = $2 AND by_worker", &[&job, &status])
-        .unwrap()
-        .get(0)
+    c.query_one("SELECT count(*) FROM agent_memory.runs WHERE job = $1 AND status = $2 AND by_worker", &[&job, &status]).unwrap().get(0)
 }
 
 /// A connection once the server has restarted after the crash that killed `killed` and accepts
@@ -78,9 +73,14 @@ fn workers_run_by_themselves_and_follow_a_reloaded_interval() {
     wait_for("the worker to connect", Duration::from_secs(60), || worker_pid(&mut c).is_some());
 
     // Both jobs run on their own and leave succeeded run rows with their steps.
-    wait_for("runs of both jobs", Duration::from_secs(30), || runs(&mut c, "forget", "succeeded") >= 2 && runs(&mut c, "consolidate", "succeeded") >= 1);
+    wait_for("runs of both jobs", Duration::from_secs(30), || {
+        runs(&mut c, "forget", "succeeded") >= 2 && runs(&mut c, "consolidate", "succeeded") >= 1
+    });
     let row = c
-        .query_one("SELECT steps::text, finished_at >= started_at FROM agent_memory.runs WHERE job = 'forget' AND by_worker ORDER BY id LIMIT 1", &[])
+        .query_one(
+            "SELECT steps::text, finished_at >= started_at FROM agent_memory.runs WHERE job = 'forget' AND by_worker ORDER BY id LIMIT 1",
+            &[],
+        )
         .unwrap();
     let steps: serde_json::Value = serde_json::from_str(row.get::<_, &str>(0)).unwrap();
     for step in ["expire", "age_hits", "evict", "purge"] {
@@ -101,7 +101,8 @@ fn workers_run_by_themselves_and_follow_a_reloaded_interval() {
     wait_for("runs to resume", Duration::from_secs(20), || runs(&mut c, "forget", "succeeded") >= settled + 2);
 
     // The view of the last runs shows them.
-    let n: i64 = c.query_one("SELECT count(*) FROM agent_memory.last_runs WHERE job = 'forget' AND status = 'succeeded'", &[]).unwrap().get(0);
+    let n: i64 =
+        c.query_one("SELECT count(*) FROM agent_memory.last_runs WHERE job = 'forget' AND status = 'succeeded'", &[]).unwrap().get(0);
     assert!(n >= 1);
     reset_settings(&mut c);
 }
@@ -150,7 +151,14 @@ fn a_killed_pass_leaves_no_half_done_batch_and_loses_nothing() {
     // seconds, run by the worker.
     configure(
         &mut c,
-        &[("capacity", &CAPACITY.to_string()), ("batch_size", "500"), ("batch_pause", "40ms"), ("forget_interval", "1s"), ("consolidate_interval", "1h"), ("workers_enabled", "on")],
+        &[
+            ("capacity", &CAPACITY.to_string()),
+            ("batch_size", "500"),
+            ("batch_pause", "40ms"),
+            ("forget_interval", "1s"),
+            ("consolidate_interval", "1h"),
+            ("workers_enabled", "on"),
+        ],
     );
     wait_for("the worker to connect", Duration::from_secs(60), || worker_pid(&mut c).is_some());
     let done_users = |c: &mut Client| -> i64 {
@@ -172,9 +180,7 @@ fn a_killed_pass_leaves_no_half_done_batch_and_loses_nothing() {
         let user = BUSY_USERS[round % BUSY_USERS.len()];
         let q = Vector::from(rng.vector(DIMS));
         let t = Instant::now();
-        let rows = other
-            .query("SELECT id FROM agent_memory.memory_recall($1, $2::vector, 10, model => 'w8')", &[&user, &q])
-            .unwrap();
+        let rows = other.query("SELECT id FROM agent_memory.memory_recall($1, $2::vector, 10, model => 'w8')", &[&user, &q]).unwrap();
         assert_eq!(rows.len(), 10, "recall during the pass returned {} rows", rows.len());
         let action: String = other
             .query_one(
@@ -267,7 +273,14 @@ fn sigterm_stops_a_pass_between_batches_and_the_worker_comes_back() {
     // One user per batch (450 evictions each) and half a second between batches: a pass of ten seconds.
     configure(
         &mut c,
-        &[("capacity", "50"), ("batch_size", "500"), ("batch_pause", "500ms"), ("forget_interval", "1s"), ("consolidate_interval", "1h"), ("workers_enabled", "on")],
+        &[
+            ("capacity", "50"),
+            ("batch_size", "500"),
+            ("batch_pause", "500ms"),
+            ("forget_interval", "1s"),
+            ("consolidate_interval", "1h"),
+            ("workers_enabled", "on"),
+        ],
     );
     wait_for("the pass to start", Duration::from_secs(60), || {
         runs(&mut c, "forget", "running") == 1
@@ -278,10 +291,7 @@ fn sigterm_stops_a_pass_between_batches_and_the_worker_comes_back() {
     assert!(c.query_one("SELECT pg_terminate_backend($1)", &[&pid]).unwrap().get::<_, bool>(0));
     wait_for("the stopped pass to be recorded", Duration::from_secs(30), || runs(&mut c, "forget", "failed") == 1);
     println!("the worker stopped its pass {:?} after SIGTERM", t.elapsed());
-    let error: String = c
-        .query_one("SELECT error FROM agent_memory.runs WHERE job = 'forget' AND status = 'failed'", &[])
-        .unwrap()
-        .get(0);
+    let error: String = c.query_one("SELECT error FROM agent_memory.runs WHERE job = 'forget' AND status = 'failed'", &[]).unwrap().get(0);
     assert!(error.contains("asked to stop"), "{error}");
     // Whole batches only: every user has all 500 memories active or exactly 50.
     for r in c.query("SELECT user_id, count(*) FILTER (WHERE active) FROM agent_memory.memories GROUP BY user_id", &[]).unwrap() {

@@ -150,19 +150,14 @@ fn a_batch_over_the_wire_returns_one_row_per_fact_in_order() {
         })
         .collect();
     let json = serde_json::Value::Array(facts).to_string();
-    let rows = c
-        .query("SELECT ordinal, action FROM agent_memory.memory_reconcile_batch('batcher', $1::text::jsonb)", &[&json])
-        .unwrap();
+    let rows = c.query("SELECT ordinal, action FROM agent_memory.memory_reconcile_batch('batcher', $1::text::jsonb)", &[&json]).unwrap();
     assert_eq!(rows.len(), 200);
     for (i, r) in rows.iter().enumerate() {
         assert_eq!(r.get::<_, i32>(0) as usize, i + 1);
         let want = if i < 50 { "ADD" } else { "UPDATE" };
         assert_eq!(r.get::<_, String>(1), want, "fact {i}");
     }
-    let active: i64 = c
-        .query_one("SELECT count(*) FROM agent_memory.memories WHERE user_id = 'batcher' AND active", &[])
-        .unwrap()
-        .get(0);
+    let active: i64 = c.query_one("SELECT count(*) FROM agent_memory.memories WHERE user_id = 'batcher' AND active", &[]).unwrap().get(0);
     assert_eq!(active, 50);
 }
 
@@ -207,9 +202,7 @@ fn sixteen_writers_of_a_many_valued_predicate_keep_every_value_and_one_row_per_v
     let same = race(true);
     assert_eq!(same.iter().filter(|a| *a == "ADD").count(), 1, "{same:?}");
     assert_eq!(same.iter().filter(|a| *a == "NONE").count(), writers - 1, "{same:?}");
-    let chess: i64 = c
-        .query_one("SELECT count(*) FROM agent_memory.memories WHERE user_id = 'many-user' AND object = 'chess'", &[])
-        .unwrap()
-        .get(0);
+    let chess: i64 =
+        c.query_one("SELECT count(*) FROM agent_memory.memories WHERE user_id = 'many-user' AND object = 'chess'", &[]).unwrap().get(0);
     assert_eq!(chess, 1, "one row for the value, active");
 }

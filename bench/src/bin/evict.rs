@@ -99,7 +99,18 @@ fn memories(rng: &mut Rng) -> Vec<Memory> {
             Kind::Pref => (0.8, false, true),
             Kind::OneOff => (0.5 + 0.1 * (rng.next_u64() % 3) as f64, false, false),
         };
-        out.push(Memory { kind, created, importance, protected, semantic, last_hit: created, hits: 0, last_use: created, uses: 0, stored: true });
+        out.push(Memory {
+            kind,
+            created,
+            importance,
+            protected,
+            semantic,
+            last_hit: created,
+            hits: 0,
+            last_use: created,
+            uses: 0,
+            stored: true,
+        });
     };
     for i in 0..HARD {
         add(Kind::Hard, (i as f64 / HARD as f64) * 48.0, rng);
@@ -135,9 +146,8 @@ fn day_ops(stream: Stream, day: u32, mems: &[Memory], rng: &mut Rng) -> Vec<(f64
     let hard = existing(&|m| m.kind == Kind::Hard);
     let prefs = existing(&|m| m.kind == Kind::Pref);
     let phase = day / PHASE_DAYS;
-    let in_phase = |p: u32| -> Vec<usize> {
-        prefs.iter().copied().filter(|&i| (mems[i].created / 24.0) as u32 / PHASE_DAYS == p).collect()
-    };
+    let in_phase =
+        |p: u32| -> Vec<usize> { prefs.iter().copied().filter(|&i| (mems[i].created / 24.0) as u32 / PHASE_DAYS == p).collect() };
     let current = in_phase(phase);
     let earlier: Vec<usize> = prefs.iter().copied().filter(|&i| ((mems[i].created / 24.0) as u32 / PHASE_DAYS) < phase).collect();
     let recent_one_offs = existing(&|m| m.kind == Kind::OneOff && now_h - m.created < 48.0);
@@ -229,7 +239,11 @@ fn evict_pass(policy: Policy, mems: &mut [Memory], now: f64, day: u32, weights: 
         Policy::Hybrid => {
             let rows: Vec<Keepable> = stored
                 .iter()
-                .map(|&i| Keepable { id: i as i64, protected: mems[i].protected, score: weights.score(mems[i].importance, now - mems[i].last_use, mems[i].uses as f64) })
+                .map(|&i| Keepable {
+                    id: i as i64,
+                    protected: mems[i].protected,
+                    score: weights.score(mems[i].importance, now - mems[i].last_use, mems[i].uses as f64),
+                })
                 .collect();
             for id in select_evictions(&rows, CAPACITY) {
                 mems[id as usize].stored = false;
@@ -252,7 +266,11 @@ fn evict_pass(policy: Policy, mems: &mut [Memory], now: f64, day: u32, weights: 
             }
             let rows: Vec<Keepable> = (0..mems.len())
                 .filter(|&i| mems[i].stored && mems[i].created <= now)
-                .map(|i| Keepable { id: i as i64, protected: mems[i].protected, score: weights.score(mems[i].importance, now - mems[i].last_hit, mems[i].hits as f64) })
+                .map(|i| Keepable {
+                    id: i as i64,
+                    protected: mems[i].protected,
+                    score: weights.score(mems[i].importance, now - mems[i].last_hit, mems[i].hits as f64),
+                })
                 .collect();
             for id in select_evictions(&rows, CAPACITY) {
                 mems[id as usize].stored = false;
@@ -321,7 +339,8 @@ fn main() {
         rows.push(row);
         results.push((p, outs));
     }
-    let header = ["policy", "hit rate (dialogue / scans / shift)", "rows kept at day 90 (max after a pass)", "hard facts kept", "within capacity"];
+    let header =
+        ["policy", "hit rate (dialogue / scans / shift)", "rows kept at day 90 (max after a pass)", "hard facts kept", "within capacity"];
     let text = agent_memory_bench::table(&header, &rows);
 
     // The targets: this product keeps every hard fact, stays within capacity, and beats every
@@ -340,7 +359,10 @@ fn main() {
             }
         }
     }
-    println!("targets (60/60 hard facts, within capacity, best hit rate among policies within capacity, every stream): {}", if ok { "met" } else { "NOT met" });
+    println!(
+        "targets (60/60 hard facts, within capacity, best hit rate among policies within capacity, every stream): {}",
+        if ok { "met" } else { "NOT met" }
+    );
     if let Ok(path) = std::env::var("BENCH_OUT") {
         let _ = std::fs::write(path, format!("{text}\ntargets: {}\n", if ok { "met" } else { "NOT met" }));
     }

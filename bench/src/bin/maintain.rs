@@ -33,8 +33,23 @@ fn load(c: &mut Client, n_users: usize) -> Duration {
     let now = SystemTime::now();
     let vtype: Type = c.prepare("SELECT $1::vector").unwrap().params()[0].clone();
     let types = [
-        Type::TEXT, Type::TEXT, Type::TEXT, Type::TEXT, Type::TEXT, Type::TEXT, vtype, Type::TEXT, Type::FLOAT4, Type::BOOL, Type::BOOL,
-        Type::TEXT, Type::TIMESTAMPTZ, Type::TIMESTAMPTZ, Type::TIMESTAMPTZ, Type::TIMESTAMPTZ, Type::INT4,
+        Type::TEXT,
+        Type::TEXT,
+        Type::TEXT,
+        Type::TEXT,
+        Type::TEXT,
+        Type::TEXT,
+        vtype,
+        Type::TEXT,
+        Type::FLOAT4,
+        Type::BOOL,
+        Type::BOOL,
+        Type::TEXT,
+        Type::TIMESTAMPTZ,
+        Type::TIMESTAMPTZ,
+        Type::TIMESTAMPTZ,
+        Type::TIMESTAMPTZ,
+        Type::INT4,
     ];
     let t = Instant::now();
     let sink = c
@@ -73,7 +88,8 @@ fn load(c: &mut Client, n_users: usize) -> Duration {
                 }
                 260..=319 => {
                     let g = (i - 260) / 3;
-                    (subject, predicate, object) = (Some(format!("s{}", (i - 260) % 3)), Some(format!("pref_{g}")), Some(format!("value {g}")));
+                    (subject, predicate, object) =
+                        (Some(format!("s{}", (i - 260) % 3)), Some(format!("pref_{g}")), Some(format!("value {g}")));
                     content = format!("Prefers value {g} for pref {g}");
                 }
                 // A paraphrase of the previous memory: a near-duplicate embedding.
@@ -96,8 +112,23 @@ fn load(c: &mut Client, n_users: usize) -> Duration {
             }
             previous = emb.clone();
             w.write(&[
-                &user, &kind, &subject, &predicate, &object, &content, &Vector::from(emb), &"bench-384", &importance, &protected, &active,
-                &retired_reason, &retired_at, &expires_at, &created, &last_hit, &hits,
+                &user,
+                &kind,
+                &subject,
+                &predicate,
+                &object,
+                &content,
+                &Vector::from(emb),
+                &"bench-384",
+                &importance,
+                &protected,
+                &active,
+                &retired_reason,
+                &retired_at,
+                &expires_at,
+                &created,
+                &last_hit,
+                &hits,
             ])
             .unwrap();
         }
@@ -118,8 +149,14 @@ fn add_new(c: &mut Client, n_users: usize, n: usize) -> Duration {
         let user = format!("user-{u:04}");
         for i in 0..n {
             let importance = 0.2 + (rng.next_u64() % 60) as f32 / 100.0;
-            w.write(&[&user, &format!("new memory {i} of {user}"), &Vector::from(clustered(&mut rng, &cs, 0.6)), &"bench-384", &importance])
-                .unwrap();
+            w.write(&[
+                &user,
+                &format!("new memory {i} of {user}"),
+                &Vector::from(clustered(&mut rng, &cs, 0.6)),
+                &"bench-384",
+                &importance,
+            ])
+            .unwrap();
         }
     }
     w.finish().unwrap();
@@ -228,8 +265,20 @@ fn main() {
     let mut out = format!("## Forgetting and consolidation on {total} memories ({n_users} users × 1,000, {DIMS} dimensions)\n\n");
     out += &format!("Load (COPY, with the write trigger): {:.1} s.\n\n", load_time.as_secs_f64());
     let rows = vec![
-        vec!["consolidation pass (worker)".into(), format!("{:.2}", cons.seconds), format!("{:.0}", cons.longest_ms), cons.steps.clone(), "≤ 20 s".into()],
-        vec!["forgetting pass (worker)".into(), format!("{:.2}", forget.seconds), format!("{:.0}", forget.longest_ms), forget.steps.clone(), "≤ 10 s".into()],
+        vec![
+            "consolidation pass (worker)".into(),
+            format!("{:.2}", cons.seconds),
+            format!("{:.0}", cons.longest_ms),
+            cons.steps.clone(),
+            "≤ 20 s".into(),
+        ],
+        vec![
+            "forgetting pass (worker)".into(),
+            format!("{:.2}", forget.seconds),
+            format!("{:.0}", forget.longest_ms),
+            forget.steps.clone(),
+            "≤ 10 s".into(),
+        ],
         vec![
             format!("forgetting pass after {} new memories (worker)", n_users * 50),
             format!("{:.2}", daily.seconds),

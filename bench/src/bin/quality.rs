@@ -13,6 +13,7 @@
 //! * `time`: each turn's `expires_at` as the product's retention rule (`memory_retention`) set
 //!   it when the turn was said, so a conversation held over months has aged by now; then the
 //!   same passes.
+//!
 //! After each, the same questions again, and the share of the evidence recall can no longer
 //! return.
 
@@ -59,7 +60,9 @@ fn load_data(dir: &std::path::Path) -> (Vec<Conversation>, Vec<Question>) {
             .as_array()
             .unwrap()
             .iter()
-            .map(|t| (t["id"].as_str().unwrap().to_string(), t["text"].as_str().unwrap().to_string(), t["at"].as_str().unwrap().to_string()))
+            .map(|t| {
+                (t["id"].as_str().unwrap().to_string(), t["text"].as_str().unwrap().to_string(), t["at"].as_str().unwrap().to_string())
+            })
             .collect();
         let embs = read_f32(&dir.join(format!("conversation-{n}.turns.f32")));
         assert_eq!(embs.len(), turns.len(), "conversation {n}: one embedding per turn");
@@ -96,11 +99,8 @@ fn load(c: &mut Client, convs: &[Conversation], aged: bool) -> HashMap<(String, 
         }
     }
     w.finish().unwrap();
-    let expiry = if aged {
-        "x.t + agent_memory.memory_retention('episodic', agent_memory.memory_importance(x.content), false)"
-    } else {
-        "NULL"
-    };
+    let expiry =
+        if aged { "x.t + agent_memory.memory_retention('episodic', agent_memory.memory_importance(x.content), false)" } else { "NULL" };
     c.batch_execute(&format!(
         "INSERT INTO agent_memory.memories (user_id, kind, content, emb, embedding_model, created_at, last_hit_at, source, expires_at)
          SELECT 'conversation-' || x.conv, 'episodic', x.content, x.emb, '{MODEL}', x.t, x.t, x.turn_id, {expiry}
@@ -151,18 +151,15 @@ fn ask(c: &mut Client, convs: &[Conversation], questions: &[Question], ids: &Has
                     sims.sort_by(|a, b| b.0.partial_cmp(&a.0).unwrap().then(a.1.cmp(&b.1)));
                     sims.iter().take(10).map(|(_, i)| convs[conv].turns[*i].0.clone()).collect()
                 }
-                Some(sql) => match {
-                    let v = Vector::from(q.emb.clone());
-                    if sql.contains("$3") {
-                        c.query(sql, &[&q.user, &v, &q.text, &MODEL])
-                    } else {
-                        c.query(&sql.replace("$4", "$3"), &[&q.user, &v, &MODEL])
-                    }
-                } {
+                Some(sql) => match run_mode(c, sql, q) {
                     Ok(rows) => rows.iter().map(|r| by_id.get(&r.get::<_, i64>(0)).cloned().unwrap_or_default()).collect(),
                     Err(e) => {
                         if failed.insert(mi) {
-                            eprintln!("{}: {}", mode.name, e.as_db_error().map(|d| d.message().to_string()).unwrap_or_else(|| e.to_string()));
+                            eprintln!(
+                                "{}: {}",
+                                mode.name,
+                                e.as_db_error().map(|d| d.message().to_string()).unwrap_or_else(|| e.to_string())
+                            );
                         }
                         continue;
                     }
@@ -211,12 +208,10 @@ const HEADER: &[&str] = &["ranking", "recall@5", "recall@10", "@10 multi-hop", "
 
 /// Evidence turns recall can no longer return: retired (or deleted) rows.
 fn evidence_gone(c: &mut Client, questions: &[Question], ids: &HashMap<(String, String), i64>) -> (usize, usize) {
-    let wanted: HashSet<i64> = questions.iter().flat_map(|q| q.evidence.iter().filter_map(|t| ids.get(&(q.user.clone(), t.clone())).copied())).collect();
+    let wanted: HashSet<i64> =
+        questions.iter().flat_map(|q| q.evidence.iter().filter_map(|t| ids.get(&(q.user.clone(), t.clone())).copied())).collect();
     let list: Vec<i64> = wanted.iter().copied().collect();
-    let live: i64 = c
-        .query_one("SELECT count(*) FROM agent_memory.memories WHERE id = ANY ($1) AND active", &[&list])
-        .unwrap()
-        .get(0);
+    let live: i64 = c.query_one("SELECT count(*) FROM agent_memory.memories WHERE id = ANY ($1) AND active", &[&list]).unwrap().get(0);
     (list.len() - live as usize, list.len())
 }
 
@@ -224,12 +219,12 @@ fn evidence_gone(c: &mut Client, questions: &[Question], ids: &HashMap<(String, 
 /// session: the share of each question's evidence inside the context (by the turn a working row
 /// is, or the turn a long-term memory was loaded from).
 fn context_share(c: &mut Client, questions: &[Question]) -> f64 {
-    c.batch_execute(&format!(
+    c.batch_execute(
         "DELETE FROM agent_memory.turns;
          INSERT INTO agent_memory.turns (user_id, session_id, role, content, created_at, metadata)
          SELECT 'conversation-' || x.conv, split_part(x.turn_id, ':', 1), 'user', x.content, x.t, jsonb_build_object('eval_id', x.turn_id)
-           FROM (SELECT e.*, now() - (max(e.at) OVER (PARTITION BY e.conv) + interval '1 day' - e.at) AS t FROM eval_turns e) x"
-    ))
+           FROM (SELECT e.*, now() - (max(e.at) OVER (PARTITION BY e.conv) + interval '1 day' - e.at) AS t FROM eval_turns e) x",
+    )
     .unwrap();
     let mut total = 0.0;
     for q in questions {
@@ -262,9 +257,8 @@ fn passes(c: &mut Client) -> String {
             }
         }
     }
-    let stats = c
-        .query_one("SELECT sum(active)::bigint, sum(archived)::bigint, sum(retired)::bigint FROM agent_memory.memory_stats", &[])
-        .unwrap();
+    let stats =
+        c.query_one("SELECT sum(active)::bigint, sum(archived)::bigint, sum(retired)::bigint FROM agent_memory.memory_stats", &[]).unwrap();
     format!(
         "{}; afterwards {} active ({} of them archived), {} retired",
         if out.is_empty() { "nothing changed".to_string() } else { out.join(", ") },
@@ -272,6 +266,16 @@ fn passes(c: &mut Client) -> String {
         stats.get::<_, Option<i64>>(1).unwrap_or(0),
         stats.get::<_, Option<i64>>(2).unwrap_or(0)
     )
+}
+
+/// The ranked rows of one recall mode's SQL for a question (`$3` is its text when the mode uses it).
+fn run_mode(c: &mut Client, sql: &str, q: &Question) -> Result<Vec<postgres::Row>, postgres::Error> {
+    let v = Vector::from(q.emb.clone());
+    if sql.contains("$3") {
+        c.query(sql, &[&q.user, &v, &q.text, &MODEL])
+    } else {
+        c.query(&sql.replace("$4", "$3"), &[&q.user, &v, &MODEL])
+    }
 }
 
 fn main() {
@@ -313,14 +317,21 @@ fn main() {
     report += &line;
 
     let product: Vec<&Mode> = MODES.iter().filter(|m| m.sql.is_some()).collect();
-    for (title, aged) in if only_before { vec![] } else { vec![
-        ("After `memory_forget()` and `memory_consolidate()` with default settings", false),
-        ("Time as well as size: each turn's `expires_at` from the retention rule at the time it was said, then both passes", true),
-    ] } {
+    for (title, aged) in if only_before {
+        vec![]
+    } else {
+        vec![
+            ("After `memory_forget()` and `memory_consolidate()` with default settings", false),
+            ("Time as well as size: each turn's `expires_at` from the retention rule at the time it was said, then both passes", true),
+        ]
+    } {
         let ids = if aged { load(&mut c, &convs, true) } else { ids.clone() };
         let what = passes(&mut c);
         let (gone, total) = evidence_gone(&mut c, &questions, &ids);
-        println!("\n## {title}\n\npasses: {what}\nevidence no longer recallable: {gone} of {total} ({:.1}%)\n", 100.0 * gone as f64 / total as f64);
+        println!(
+            "\n## {title}\n\npasses: {what}\nevidence no longer recallable: {gone} of {total} ({:.1}%)\n",
+            100.0 * gone as f64 / total as f64
+        );
         report += &format!(
             "\n## {title}\n\nPasses: {what}.\nEvidence no longer recallable: {gone} of {total} turns ({:.1}%).\n\n",
             100.0 * gone as f64 / total as f64

@@ -33,10 +33,51 @@ fn scaled(n: usize) -> usize {
 
 /// Words the generated memories are made of.
 const WORDS: &[&str] = &[
-    "asked", "about", "refund", "order", "parcel", "delivery", "address", "prefers", "tea", "coffee", "morning", "editor",
-    "neovim", "meeting", "tuesday", "flight", "hotel", "conference", "talk", "daughter", "school", "painting", "sunset",
-    "hiking", "weekend", "invoice", "payment", "password", "reset", "account", "language", "answers", "short", "music",
-    "guitar", "lessons", "birthday", "party", "friends", "garden", "tomatoes", "recipe", "dinner", "train", "ticket",
+    "asked",
+    "about",
+    "refund",
+    "order",
+    "parcel",
+    "delivery",
+    "address",
+    "prefers",
+    "tea",
+    "coffee",
+    "morning",
+    "editor",
+    "neovim",
+    "meeting",
+    "tuesday",
+    "flight",
+    "hotel",
+    "conference",
+    "talk",
+    "daughter",
+    "school",
+    "painting",
+    "sunset",
+    "hiking",
+    "weekend",
+    "invoice",
+    "payment",
+    "password",
+    "reset",
+    "account",
+    "language",
+    "answers",
+    "short",
+    "music",
+    "guitar",
+    "lessons",
+    "birthday",
+    "party",
+    "friends",
+    "garden",
+    "tomatoes",
+    "recipe",
+    "dinner",
+    "train",
+    "ticket",
 ];
 
 /// A memory of about 120 characters (the length of a real one), so that the keyword channel
@@ -195,28 +236,10 @@ fn row(scenario: &str, method: &str, m: &Measured) -> Vec<String> {
 }
 
 fn main() {
-    let sets = vec![
-        Set {
-            db: "am_bench_recall_50k",
-            model: "m512",
-            dims: 512,
-            users: vec![("u".into(), scaled(50), 1000)],
-            hnsw: true,
-        },
-        Set {
-            db: "am_bench_recall_1m",
-            model: "m512",
-            dims: 512,
-            users: vec![("u".into(), scaled(1000), 1000)],
-            hnsw: false,
-        },
-        Set {
-            db: "am_bench_recall_1m_384",
-            model: "m384",
-            dims: 384,
-            users: vec![("v".into(), scaled(1000), 1000)],
-            hnsw: false,
-        },
+    let sets = [
+        Set { db: "am_bench_recall_50k", model: "m512", dims: 512, users: vec![("u".into(), scaled(50), 1000)], hnsw: true },
+        Set { db: "am_bench_recall_1m", model: "m512", dims: 512, users: vec![("u".into(), scaled(1000), 1000)], hnsw: false },
+        Set { db: "am_bench_recall_1m_384", model: "m384", dims: 384, users: vec![("v".into(), scaled(1000), 1000)], hnsw: false },
         Set {
             db: "am_bench_recall_large",
             model: "m512",
@@ -269,16 +292,17 @@ fn main() {
                 })
                 .collect();
             let reps = if queries.len() >= 50 { 2 } else { 10 };
-            let recall_sql = format!(
-                "SELECT id FROM agent_memory.memory_recall($1, $2::vector, {K}, model => '{}', touch => false)",
-                set.model
-            );
+            let recall_sql =
+                format!("SELECT id FROM agent_memory.memory_recall($1, $2::vector, {K}, model => '{}', touch => false)", set.model);
             // (A) ranks by the brief's reference score (every memory decays), as (B) and the
             // ground truth do; the default ranking and hybrid recall are measured beside it.
             let a = measure(&mut c, &recall_sql, "SET agent_memory.decay_scope = 'all'", &queries, reps);
             let path: String = c
                 .query_one(
-                    &format!("SELECT min(path) FROM agent_memory.memory_recall($1, $2::vector, {K}, model => '{}', touch => false)", set.model),
+                    &format!(
+                        "SELECT min(path) FROM agent_memory.memory_recall($1, $2::vector, {K}, model => '{}', touch => false)",
+                        set.model
+                    ),
                     &[&queries[0].0, &Vector::from(queries[0].1.clone())],
                 )
                 .unwrap()

@@ -59,8 +59,7 @@ fn main() {
         let types = [Type::TEXT, Type::TEXT, Type::TEXT, Type::TEXT, Type::TEXT, vtype.clone(), Type::TEXT];
         let mut w = BinaryCopyInWriter::new(sink, &types);
         for r in &data {
-            w.write(&[&r.user, &r.subject, &r.predicate, &r.object, &r.content, &Vector::from(r.emb.clone()), &"bench-384"])
-                .unwrap();
+            w.write(&[&r.user, &r.subject, &r.predicate, &r.object, &r.content, &Vector::from(r.emb.clone()), &"bench-384"]).unwrap();
         }
         w.finish().unwrap();
     }
@@ -99,11 +98,8 @@ fn main() {
     // keys (ADD, which also scans the user's memories for a paraphrase).
     let mut rng = Rng(7);
     let cs = centers(&mut Rng(1), 40, DIMS);
-    let stmt = c
-        .prepare(
-            "SELECT action FROM agent_memory.memory_reconcile($1, 'user', $2, $3, $4, $5::vector, model => 'bench-384')",
-        )
-        .unwrap();
+    let stmt =
+        c.prepare("SELECT action FROM agent_memory.memory_reconcile($1, 'user', $2, $3, $4, $5::vector, model => 'bench-384')").unwrap();
     let calls = 2000;
     let mut lat: Vec<Duration> = Vec::with_capacity(calls);
     let mut actions = std::collections::BTreeMap::<String, usize>::new();
@@ -113,7 +109,8 @@ fn main() {
         let object = format!("value {}", rng.next_u64() % 5);
         let emb = Vector::from(clustered(&mut rng, &cs, 0.6));
         let t = Instant::now();
-        let a: String = c.query_one(&stmt, &[&user, &format!("p{p}"), &object, &format!("fact {i}: p{p} is {object}"), &emb]).unwrap().get(0);
+        let a: String =
+            c.query_one(&stmt, &[&user, &format!("p{p}"), &object, &format!("fact {i}: p{p} is {object}"), &emb]).unwrap().get(0);
         lat.push(t.elapsed());
         *actions.entry(a).or_default() += 1;
     }

@@ -130,7 +130,8 @@ fn tokens(text: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut word = String::new();
     for c in text.chars() {
-        let cjk = ('\u{4e00}'..='\u{9fff}').contains(&c) || ('\u{3040}'..='\u{30ff}').contains(&c) || ('\u{ac00}'..='\u{d7af}').contains(&c);
+        let cjk =
+            ('\u{4e00}'..='\u{9fff}').contains(&c) || ('\u{3040}'..='\u{30ff}').contains(&c) || ('\u{ac00}'..='\u{d7af}').contains(&c);
         if cjk {
             if !word.is_empty() {
                 out.push(std::mem::take(&mut word));
@@ -238,7 +239,8 @@ mod tests {
 
     #[test]
     fn clusters_join_the_newest_similar_keeper() {
-        let vs = vec![unit(&[1.0, 0.0, 0.0]), unit(&[0.0, 1.0, 0.0]), unit(&[1.0, 0.1, 0.0]), unit(&[0.0, 1.0, 0.05]), unit(&[0.0, 0.0, 1.0])];
+        let vs =
+            vec![unit(&[1.0, 0.0, 0.0]), unit(&[0.0, 1.0, 0.0]), unit(&[1.0, 0.1, 0.0]), unit(&[0.0, 1.0, 0.05]), unit(&[0.0, 0.0, 1.0])];
         assert_eq!(cluster_near_duplicates(&vs, 0.95), vec![0, 1, 0, 1, 4]);
         // Nothing is similar enough at 0.9999: every vector keeps itself.
         assert_eq!(cluster_near_duplicates(&vs, 0.9999), vec![0, 1, 2, 3, 4]);

@@ -32,12 +32,8 @@ pub enum DecayMode {
 
 impl DecayMode {
     /// Every mode, by the name SQL uses for it.
-    pub const ALL: [(&'static str, DecayMode); 4] = [
-        ("none", DecayMode::None),
-        ("linear", DecayMode::Linear),
-        ("exponential", DecayMode::Exponential),
-        ("power", DecayMode::Power),
-    ];
+    pub const ALL: [(&'static str, DecayMode); 4] =
+        [("none", DecayMode::None), ("linear", DecayMode::Linear), ("exponential", DecayMode::Exponential), ("power", DecayMode::Power)];
 
     /// The name SQL uses for this mode.
     pub fn name(self) -> &'static str {
@@ -61,11 +57,7 @@ impl FromStr for DecayMode {
     /// Parses a mode name, ignoring case and surrounding blanks.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let wanted = s.trim().to_ascii_lowercase();
-        Self::ALL
-            .iter()
-            .find(|(n, _)| *n == wanted)
-            .map(|(_, m)| *m)
-            .ok_or_else(|| UnknownDecayMode(s.to_string()))
+        Self::ALL.iter().find(|(n, _)| *n == wanted).map(|(_, m)| *m).ok_or_else(|| UnknownDecayMode(s.to_string()))
     }
 }
 
@@ -84,12 +76,7 @@ pub struct DecayParams {
 
 impl Default for DecayParams {
     fn default() -> Self {
-        DecayParams {
-            exp_base: 0.995,
-            linear_horizon_hours: 30.0 * 24.0,
-            power_scale_hours: 24.0,
-            power_exponent: 0.3,
-        }
+        DecayParams { exp_base: 0.995, linear_horizon_hours: 30.0 * 24.0, power_scale_hours: 24.0, power_exponent: 0.3 }
     }
 }
 
@@ -104,7 +91,11 @@ impl DecayParams {
             DecayMode::Exponential => self.exp_base.powf(age),
             DecayMode::Power => (1.0 + age / self.power_scale_hours).powf(-self.power_exponent),
         };
-        if d.is_finite() { d.clamp(0.0, 1.0) } else { 0.0 }
+        if d.is_finite() {
+            d.clamp(0.0, 1.0)
+        } else {
+            0.0
+        }
     }
 
     /// The decay multiplier with a floor: `floor + (1 − floor) × d(age)`, in `[floor, 1]`.

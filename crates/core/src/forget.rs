@@ -45,7 +45,11 @@ impl RetentionWeights {
 /// The aged hit count after one halving: `ceil(hits / 2)`, so a memory recalled once stays
 /// "recalled" (archiving looks for memories never recalled) while old popularity fades.
 pub fn halve_hits(hits: i32) -> i32 {
-    if hits <= 0 { 0 } else { hits / 2 + hits % 2 }
+    if hits <= 0 {
+        0
+    } else {
+        hits / 2 + hits % 2
+    }
 }
 
 /// One memory as eviction sees it.

@@ -83,7 +83,17 @@ impl KeywordScan {
                 }
             }
         }
-        KeywordScan { opts, terms, prefixes, docs: 0, total_len: 0, df: vec![0; n], matched: Vec::new(), tf: Vec::new(), counts: vec![0; n] }
+        KeywordScan {
+            opts,
+            terms,
+            prefixes,
+            docs: 0,
+            total_len: 0,
+            df: vec![0; n],
+            matched: Vec::new(),
+            tf: Vec::new(),
+            counts: vec![0; n],
+        }
     }
 
     /// Whether the query has any term at all.

@@ -15,9 +15,8 @@ use crate::text::{for_each_token, TokenizerOptions};
 
 /// English words that negate (lower case, apostrophes removed as the tokeniser removes them).
 const NEGATIONS: &[&str] = &[
-    "not", "no", "never", "nobody", "nothing", "none", "neither", "nor", "cannot", "cant", "dont", "doesnt", "didnt",
-    "isnt", "arent", "wasnt", "werent", "wont", "wouldnt", "shouldnt", "couldnt", "hasnt", "havent", "hadnt", "anymore",
-    "stopped", "quit",
+    "not", "no", "never", "nobody", "nothing", "none", "neither", "nor", "cannot", "cant", "dont", "doesnt", "didnt", "isnt", "arent",
+    "wasnt", "werent", "wont", "wouldnt", "shouldnt", "couldnt", "hasnt", "havent", "hadnt", "anymore", "stopped", "quit",
 ];
 
 /// Chinese negation markers; longer ones first, so "不再" is removed whole. (非 and 未 are left
@@ -97,7 +96,11 @@ impl Overlap {
 
     /// `shared / smaller` (0 when a side has no words).
     pub fn coefficient(&self) -> f64 {
-        if self.smaller == 0 { 0.0 } else { self.shared as f64 / self.smaller as f64 }
+        if self.smaller == 0 {
+            0.0
+        } else {
+            self.shared as f64 / self.smaller as f64
+        }
     }
 
     /// Whether the two speak of the same thing: at least half of the smaller side's words are
@@ -175,7 +178,14 @@ mod tests {
         ] {
             assert!(is_negated(t), "{t}");
         }
-        for t in ["The user is allergic to peanuts", "User prefers dark mode", "用户每天喝咖啡", "Knows Noah", "Wants a longer vacation", "非常喜欢茶"] {
+        for t in [
+            "The user is allergic to peanuts",
+            "User prefers dark mode",
+            "用户每天喝咖啡",
+            "Knows Noah",
+            "Wants a longer vacation",
+            "非常喜欢茶",
+        ] {
             assert!(!is_negated(t), "{t}");
         }
         assert_eq!(without_negation("User no longer wants dark mode"), "User wants dark mode");

@@ -4,8 +4,25 @@
 /// Words that mark a preference or a standing instruction, in English and Chinese. Matched
 /// case-insensitively anywhere in the text (so "prefers" and "preferred" count as "prefer").
 pub const PREFERENCE_MARKERS: &[&str] = &[
-    "prefer", "remember", "never", "always", "from now on",
-    "喜欢", "偏好", "更喜欢", "记住", "别忘", "永远", "总是", "一直", "从不", "绝不", "决不", "以后都", "从现在起", "从今以后",
+    "prefer",
+    "remember",
+    "never",
+    "always",
+    "from now on",
+    "喜欢",
+    "偏好",
+    "更喜欢",
+    "记住",
+    "别忘",
+    "永远",
+    "总是",
+    "一直",
+    "从不",
+    "绝不",
+    "决不",
+    "以后都",
+    "从现在起",
+    "从今以后",
 ];
 
 /// The importance rule: `base`, +0.3 when the text has a preference marker, +0.2 when it is

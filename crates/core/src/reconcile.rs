@@ -96,12 +96,20 @@ pub enum MatchKind {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Decision {
     Add,
-    Update { old: Match },
-    Delete { old: Match },
+    Update {
+        old: Match,
+    },
+    Delete {
+        old: Match,
+    },
     /// Reinforce the matching memory (importance up, hit count up).
-    Reinforce { old: Match },
+    Reinforce {
+        old: Match,
+    },
     /// Change nothing: an identical free-text write (idempotent), or a deletion with no match.
-    Unchanged { old: Option<Match> },
+    Unchanged {
+        old: Option<Match>,
+    },
 }
 
 impl Decision {

@@ -102,7 +102,13 @@ static ASCII_WORD: [u8; 128] = {
     let mut b = 0;
     while b < 128 {
         let c = b as u8;
-        t[b] = if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else if c == b'\'' { 1 } else { 0 };
+        t[b] = if c.is_ascii_alphanumeric() {
+            c.to_ascii_lowercase()
+        } else if c == b'\'' {
+            1
+        } else {
+            0
+        };
         b += 1;
     }
     t
@@ -115,11 +121,61 @@ fn is_stop_word(w: &[u8]) -> bool {
     }
     matches!(
         w,
-        b"a" | b"an" | b"and" | b"are" | b"as" | b"at" | b"be" | b"been" | b"but" | b"by" | b"did" | b"do" | b"does" | b"for"
-            | b"from" | b"had" | b"has" | b"have" | b"he" | b"her" | b"his" | b"i" | b"if" | b"in" | b"is" | b"it" | b"its"
-            | b"me" | b"my" | b"of" | b"on" | b"or" | b"our" | b"she" | b"so" | b"that" | b"the" | b"their" | b"them"
-            | b"then" | b"there" | b"they" | b"this" | b"to" | b"was" | b"we" | b"were" | b"what" | b"when" | b"where"
-            | b"which" | b"who" | b"will" | b"with" | b"you" | b"your"
+        b"a" | b"an"
+            | b"and"
+            | b"are"
+            | b"as"
+            | b"at"
+            | b"be"
+            | b"been"
+            | b"but"
+            | b"by"
+            | b"did"
+            | b"do"
+            | b"does"
+            | b"for"
+            | b"from"
+            | b"had"
+            | b"has"
+            | b"have"
+            | b"he"
+            | b"her"
+            | b"his"
+            | b"i"
+            | b"if"
+            | b"in"
+            | b"is"
+            | b"it"
+            | b"its"
+            | b"me"
+            | b"my"
+            | b"of"
+            | b"on"
+            | b"or"
+            | b"our"
+            | b"she"
+            | b"so"
+            | b"that"
+            | b"the"
+            | b"their"
+            | b"them"
+            | b"then"
+            | b"there"
+            | b"they"
+            | b"this"
+            | b"to"
+            | b"was"
+            | b"we"
+            | b"were"
+            | b"what"
+            | b"when"
+            | b"where"
+            | b"which"
+            | b"who"
+            | b"will"
+            | b"with"
+            | b"you"
+            | b"your"
     )
 }
 
@@ -335,7 +391,13 @@ mod tests {
         let opts = TokenizerOptions { stop_words: true, stem: true };
         assert_eq!(tokens("She played the games", opts), h(&["play", "gam"]));
         assert_eq!(tokens("playing plays play", opts), h(&["play", "play", "play"]));
-        for group in [&["hike", "hiked", "hiking", "hikes"][..], &["story", "stories"], &["run", "running", "runs"], &["box", "boxes"], &["match", "matches"]] {
+        for group in [
+            &["hike", "hiked", "hiking", "hikes"][..],
+            &["story", "stories"],
+            &["run", "running", "runs"],
+            &["box", "boxes"],
+            &["match", "matches"],
+        ] {
             let stems: Vec<String> = group.iter().map(|w| stem(w).into_owned()).collect();
             assert!(stems.windows(2).all(|p| p[0] == p[1]), "{group:?} -> {stems:?}");
         }

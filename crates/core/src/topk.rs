@@ -20,10 +20,7 @@ pub struct Ranked {
 impl Ranked {
     /// `Ordering::Greater` when `self` ranks before `other`.
     pub fn rank_cmp(&self, other: &Self) -> Ordering {
-        self.score
-            .total_cmp(&other.score)
-            .then_with(|| self.similarity.total_cmp(&other.similarity))
-            .then_with(|| self.id.cmp(&other.id))
+        self.score.total_cmp(&other.score).then_with(|| self.similarity.total_cmp(&other.similarity)).then_with(|| self.id.cmp(&other.id))
     }
 }
 
@@ -65,7 +62,11 @@ impl<P> TopKWith<P> {
 
     /// The score a new candidate must beat to enter, once `k` are kept.
     pub fn threshold(&self) -> Option<&Ranked> {
-        if self.heap.len() < self.k { None } else { self.heap.peek().map(|w| &w.0) }
+        if self.heap.len() < self.k {
+            None
+        } else {
+            self.heap.peek().map(|w| &w.0)
+        }
     }
 
     /// Whether a candidate would be kept (so that its payload need only be made then).

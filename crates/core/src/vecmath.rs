@@ -160,7 +160,11 @@ pub fn norm(v: &[f32]) -> f64 {
 /// A zero stored vector has similarity 0.
 pub fn cosine_with_unit(unit_query: &[f32], b: &[f32]) -> f64 {
     let (d, q) = dot_and_sq_norm(unit_query, b);
-    if q > 0.0 { (d / q.sqrt()).clamp(-1.0, 1.0) } else { 0.0 }
+    if q > 0.0 {
+        (d / q.sqrt()).clamp(-1.0, 1.0)
+    } else {
+        0.0
+    }
 }
 
 /// Cosine similarity of any two vectors (0 when either is zero).

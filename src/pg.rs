@@ -1,0 +1,103 @@
+//! Safe wrappers over the parts of PostgreSQL's C API the extension calls directly: transaction
+//! state, the current role, and what a background worker needs (signals, transactions, exit).
+//! With `src/vector.rs` (pgvector's datums), `src/scan.rs` (the direct index scan), `src/json.rs`
+//! and `src/version.rs` (symbols), this is where `unsafe` is allowed (`unsafe_code` is denied
+//! everywhere else, in Cargo.toml's `[lints]`).
+#![allow(unsafe_code)]
+
+use pgrx::pg_sys;
+
+/// The start time of the current transaction (what `now()` returns), in PostgreSQL's
+/// microseconds since 2000-01-01.
+pub fn transaction_start() -> i64 {
+    // SAFETY: reads a timestamp PostgreSQL keeps for the current transaction.
+    unsafe { pg_sys::GetCurrentTransactionStartTimestamp() }
+}
+
+/// Whether the current role is a superuser (row-level security never applies to it).
+pub fn is_superuser() -> bool {
+    // SAFETY: reads the current role's attributes from the syscache.
+    unsafe { pg_sys::superuser() }
+}
+
+/// Whether the server is a standby (or still recovering).
+pub fn in_recovery() -> bool {
+    // SAFETY: a plain read of shared state.
+    unsafe { pg_sys::RecoveryInProgress() }
+}
+
+/// Whether this transaction cannot write (a standby, or `SET TRANSACTION READ ONLY`).
+pub fn read_only() -> bool {
+    // SAFETY: a plain read of backend-global state.
+    let xact_read_only = unsafe { pg_sys::XactReadOnly };
+    xact_read_only || in_recovery()
+}
+
+/// Whether the library is being loaded by `shared_preload_libraries` (the only time background
+/// workers can be registered).
+pub fn preloading() -> bool {
+    // SAFETY: reads a backend-global flag that PostgreSQL sets while it loads preloaded libraries.
+    unsafe { pg_sys::process_shared_preload_libraries_in_progress }
+}
+
+/// Marks a settings prefix as the extension's: an unknown setting under it is refused.
+pub fn reserve_settings_prefix(prefix: &std::ffi::CStr) {
+    // SAFETY: PostgreSQL copies the prefix; called from _PG_init.
+    unsafe { pg_sys::MarkGUCPrefixReserved(prefix.as_ptr()) }
+}
+
+/// Whether SIGTERM asked this process to stop.
+pub fn shutdown_requested() -> bool {
+    // SAFETY: a flag set by the SIGTERM handler.
+    unsafe { std::ptr::read_volatile(&raw const pg_sys::ShutdownRequestPending) != 0 }
+}
+
+/// Remembers a SIGTERM that a latch wait consumed, for the worker's main loop.
+pub fn remember_shutdown() {
+    // SAFETY: the same flag the SIGTERM handler sets.
+    unsafe { std::ptr::write_volatile(&raw mut pg_sys::ShutdownRequestPending, 1) };
+}
+
+/// Re-reads the configuration files when SIGHUP asked for it.
+pub fn reload_config_if_asked() {
+    // SAFETY: ConfigReloadPending is set by the SIGHUP handler; ProcessConfigFile re-reads
+    // postgresql.conf outside of any transaction, as every PostgreSQL process does.
+    unsafe {
+        if std::ptr::read_volatile(&raw const pg_sys::ConfigReloadPending) != 0 {
+            std::ptr::write_volatile(&raw mut pg_sys::ConfigReloadPending, 0);
+            pg_sys::ProcessConfigFile(pg_sys::GucContext::PGC_SIGHUP);
+        }
+    }
+}
+
+/// Starts a transaction with a snapshot, in a background worker between transactions.
+pub fn start_transaction() {
+    // SAFETY: PostgreSQL's own calls for a worker's transaction; errors are raised as ERRORs.
+    unsafe {
+        pg_sys::SetCurrentStatementStartTimestamp();
+        pg_sys::StartTransactionCommand();
+        pg_sys::PushActiveSnapshot(pg_sys::GetTransactionSnapshot());
+    }
+}
+
+/// Commits the transaction [`start_transaction`] began.
+pub fn commit_transaction() {
+    // SAFETY: pops the snapshot pushed by start_transaction and commits; an error at commit is
+    // raised as an ERROR.
+    unsafe {
+        pg_sys::PopActiveSnapshot();
+        pg_sys::CommitTransactionCommand();
+    }
+}
+
+/// Aborts the open transaction (after an error), releasing its snapshot, locks and memory.
+pub fn abort_transaction() {
+    // SAFETY: valid whenever a transaction is open or failed.
+    unsafe { pg_sys::AbortCurrentTransaction() };
+}
+
+/// Ends the process the way PostgreSQL's own processes do.
+pub fn exit_process(code: i32) -> ! {
+    // SAFETY: proc_exit runs the exit callbacks and does not return.
+    unsafe { pg_sys::proc_exit(code) }
+}
