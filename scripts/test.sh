@@ -7,6 +7,7 @@
 #   4. a streaming standby of the test server (tests/standby.sh)
 #   5. out-of-process tests: real clients over a socket (tests/)
 #   6. the upgrade path from the oldest shipped version (tests/upgrade.sh)
+#   7. a new cluster whose worker database does not exist yet (tests/new_cluster.sh)
 # Exits non-zero when any tier fails.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -17,7 +18,7 @@ PORT="${AGENT_MEMORY_TEST_PORT:-28836}"
 FAILED=()
 PASSED=()
 # AGENT_MEMORY_TIERS="regress standby" runs only the named tiers (unit_tests, pg_tests, regress,
-# standby, out_of_process, upgrade, lint); unset, all of them.
+# standby, out_of_process, upgrade, new_cluster, lint); unset, all of them.
 wanted() { [ -z "${AGENT_MEMORY_TIERS:-}" ] || [[ " $AGENT_MEMORY_TIERS " == *" $1 "* ]]; }
 tier() {  # tier NAME COMMAND...: runs one tier and records the outcome
   local name="$1"; shift
@@ -84,6 +85,10 @@ upgrade() {
   bash "$ROOT/tests/upgrade.sh"
 }
 
+new_cluster() {
+  bash "$ROOT/tests/new_cluster.sh"
+}
+
 out_of_process() {
   AGENT_MEMORY_TEST_HOST="$SOCK" AGENT_MEMORY_TEST_PORT="$PORT" cargo test -p agent_memory_tests --no-fail-fast -- --test-threads=1
 }
@@ -96,6 +101,7 @@ tier "pg_regress" regress
 tier "standby (a streaming replica, psql)" standby
 tier "out-of-process tests (tests/)" out_of_process
 tier "upgrade from 0.1.0 (ALTER EXTENSION ... UPDATE, psql)" upgrade
+tier "new cluster (the workers' launcher, psql)" new_cluster
 
 say "Summary"
 for t in "${PASSED[@]}"; do note "passed: $t"; done

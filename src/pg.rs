@@ -96,6 +96,34 @@ pub fn abort_transaction() {
     unsafe { pg_sys::AbortCurrentTransaction() };
 }
 
+/// Whether a database of that name exists (in a transaction). Works in a process connected to
+/// no database, such as the workers' launcher: it reads pg_database, a shared catalog, with a
+/// heap scan, as PostgreSQL's autovacuum launcher does (no index or other catalog is opened).
+pub fn database_exists(name: &str) -> bool {
+    let mut found = false;
+    // SAFETY: pg_database is opened, scanned and closed with PostgreSQL's catalog scan calls;
+    // each tuple is a pg_database row, read only while the scan holds it.
+    unsafe {
+        let lock = pg_sys::AccessShareLock as pg_sys::LOCKMODE;
+        let rel = pg_sys::table_open(pg_sys::DatabaseRelationId, lock);
+        let scan = pg_sys::table_beginscan_catalog(rel, 0, std::ptr::null_mut());
+        loop {
+            let tuple = pg_sys::heap_getnext(scan, pg_sys::ScanDirection::ForwardScanDirection);
+            if tuple.is_null() {
+                break;
+            }
+            let row = pg_sys::heap_tuple_get_struct::<pg_sys::FormData_pg_database>(tuple);
+            if std::ffi::CStr::from_ptr((*row).datname.data.as_ptr()).to_bytes() == name.as_bytes() {
+                found = true;
+                break;
+            }
+        }
+        pg_sys::table_endscan(scan);
+        pg_sys::table_close(rel, lock);
+    }
+    found
+}
+
 /// Ends the process the way PostgreSQL's own processes do.
 pub fn exit_process(code: i32) -> ! {
     // SAFETY: proc_exit runs the exit callbacks and does not return.

@@ -2,6 +2,13 @@
 //! forgetting every `agent_memory.forget_interval` and consolidation every
 //! `agent_memory.consolidate_interval`.
 //!
+//! A launcher (connected to no database) starts them: each database's worker once the database
+//! exists, so a database that is not created yet is waited for quietly (a worker started for a
+//! missing database would fail to connect, with a FATAL in the log, every few seconds). The
+//! launcher exits once every database has its worker; the postmaster restarts a worker that
+//! stops, and a worker that finds another of its database running (a launcher that was
+//! restarted) leaves.
+//!
 //! Like pg_cron's scheduler: registered in `_PG_init` only when the library is preloaded; a
 //! latch loop that wakes on SIGHUP (settings are re-read) and exits promptly on SIGTERM (between
 //! two batches); started only once recovery has finished, and idle while the server is a
@@ -25,6 +32,10 @@ use crate::runs::{self, Attempt, Driver, Job};
 
 /// The `backend_type` of the workers in `pg_stat_activity`.
 pub const WORKER_TYPE: &str = "agent_memory worker";
+/// The `backend_type` of the launcher.
+pub const LAUNCHER_TYPE: &str = "agent_memory launcher";
+/// How often the launcher looks for the databases that do not exist yet.
+const LAUNCHER_POLL: Duration = Duration::from_secs(5);
 
 /// How soon a worker that failed to start (for example, its database does not exist yet) is
 /// started again.
@@ -51,18 +62,99 @@ pub fn register() {
         log!("agent_memory: agent_memory.worker_databases is empty, so no forgetting or consolidation workers run");
         return;
     }
-    for db in databases {
-        BackgroundWorkerBuilder::new(&format!("agent_memory worker for database {db}"))
-            .set_type(WORKER_TYPE)
-            .set_library("agent_memory")
-            .set_function("agent_memory_worker_main")
-            .set_argument(None)
-            .set_extra(&db)
-            .enable_spi_access()
-            .set_start_time(BgWorkerStartTime::RecoveryFinished)
-            .set_restart_time(Some(RESTART_AFTER))
-            .load();
+    BackgroundWorkerBuilder::new("agent_memory launcher")
+        .set_type(LAUNCHER_TYPE)
+        .set_library("agent_memory")
+        .set_function("agent_memory_launcher_main")
+        .set_argument(None)
+        .enable_spi_access()
+        .set_start_time(BgWorkerStartTime::RecoveryFinished)
+        .set_restart_time(Some(RESTART_AFTER))
+        .load();
+}
+
+/// Starts the worker of one database (dynamically, from the launcher).
+fn start_worker(db: &str) -> bool {
+    BackgroundWorkerBuilder::new(&format!("agent_memory worker for database {db}"))
+        .set_type(WORKER_TYPE)
+        .set_library("agent_memory")
+        .set_function("agent_memory_worker_main")
+        .set_argument(None)
+        .set_extra(db)
+        .enable_spi_access()
+        .set_start_time(BgWorkerStartTime::RecoveryFinished)
+        .set_restart_time(Some(RESTART_AFTER))
+        .load_dynamic()
+        .is_ok()
+}
+
+/// The launcher: starts each database's worker once the database exists, then exits.
+#[pg_guard]
+#[allow(unsafe_code)] // a C symbol, the launcher's entry point
+#[no_mangle]
+pub extern "C-unwind" fn agent_memory_launcher_main(_arg: pg_sys::Datum) {
+    BackgroundWorker::attach_signal_handlers(SignalWakeFlags::SIGHUP | SignalWakeFlags::SIGTERM);
+    // Connected to no database: only the shared catalogs (pg_database) are read.
+    BackgroundWorker::connect_worker_to_spi(None, None);
+    let mut waiting: Vec<String> = gucs::worker_databases();
+    let mut said_missing = std::collections::HashSet::new();
+    while !waiting.is_empty() {
+        if shutting_down() {
+            crate::pg::exit_process(1);
+        }
+        let mut still = Vec::new();
+        for db in waiting {
+            match in_transaction(|| Ok(crate::pg::database_exists(&db))) {
+                Ok(true) => {
+                    if start_worker(&db) {
+                        debug1!("agent_memory: started the worker of database {db}");
+                    } else {
+                        warning!("agent_memory: could not start the worker of database {db} (max_worker_processes?); trying again");
+                        still.push(db);
+                    }
+                }
+                Ok(false) => {
+                    if said_missing.insert(db.clone()) {
+                        log!("agent_memory: database {db} does not exist yet; its worker starts once it is created");
+                    }
+                    still.push(db);
+                }
+                Err(e) => {
+                    warning!("agent_memory: could not look for database {db}: {}", e.message);
+                    still.push(db);
+                }
+            }
+        }
+        waiting = still;
+        if !waiting.is_empty() && !BackgroundWorker::wait_latch(Some(LAUNCHER_POLL)) {
+            crate::pg::exit_process(1);
+        }
     }
+    // Exit code 0: the postmaster forgets the launcher; the workers it started stay registered.
+    crate::pg::exit_process(0);
+}
+
+/// Whether another worker of this database is running (one a restarted launcher started
+/// before): the one with the lowest process id stays.
+fn another_worker_runs() -> Result<bool> {
+    in_transaction(|| {
+        Spi::connect_mut(|client| {
+            first_value::<bool>(
+                client
+                    .select(
+                        "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_stat_activity a \
+                          WHERE a.backend_type = $1 AND a.datid = (SELECT d.oid FROM pg_catalog.pg_database d \
+                                                                     WHERE d.datname = pg_catalog.current_database()) \
+                            AND a.pid < pg_catalog.pg_backend_pid())",
+                        None,
+                        &[WORKER_TYPE.into()],
+                    )
+                    .map_err(spi("looking for another worker"))?,
+            )
+            .map(|b| b.unwrap_or(false))
+            .map_err(spi("looking for another worker"))
+        })
+    })
 }
 
 use crate::pg::{in_recovery, reload_config_if_asked as reload_if_asked, shutdown_requested as shutting_down};
@@ -338,6 +430,11 @@ pub extern "C-unwind" fn agent_memory_worker_main(_arg: pg_sys::Datum) {
     BackgroundWorker::attach_signal_handlers(SignalWakeFlags::SIGHUP | SignalWakeFlags::SIGTERM);
     let db = BackgroundWorker::get_extra().to_string();
     BackgroundWorker::connect_worker_to_spi(Some(&db), None);
+    if matches!(another_worker_runs(), Ok(true)) {
+        // Exit code 0: this registration is forgotten; the running worker goes on.
+        log!("agent_memory: a worker of database {db} is already running; this one leaves");
+        crate::pg::exit_process(0);
+    }
     log!("agent_memory: worker started in database {db}");
     let since = Instant::now();
     let mut orphans_marked = false;
