@@ -3,6 +3,20 @@
 -- install of 0.2.0, and that its data survives.
 \echo Use "ALTER EXTENSION agent_memory UPDATE" to load this file. \quit
 
+-- pgvector 0.8 or later: the approximate path of large users needs its iterative index scan
+-- (hnsw.iterative_scan).
+DO $do$
+DECLARE
+    v text := (SELECT e.extversion FROM pg_catalog.pg_extension e WHERE e.extname OPERATOR(pg_catalog.=) 'vector');
+BEGIN
+    IF (pg_catalog.regexp_match(v, '^(\d+)\.(\d+)'))::int[] OPERATOR(pg_catalog.<) ARRAY[0, 8] THEN
+        RAISE EXCEPTION 'agent_memory needs pgvector 0.8.0 or later, and this database has pgvector %', v
+            USING ERRCODE = 'feature_not_supported',
+                  HINT = 'Install pgvector 0.8 or later, then ALTER EXTENSION vector UPDATE in this database.';
+    END IF;
+END
+$do$;
+
 -- Times must be finite from now on (ages are counted from them). 0.1.0 let infinite ones in:
 -- the update stops, before changing anything, if it finds one, and says which rows to fix.
 DO $do$

@@ -1,5 +1,19 @@
 -- agent_memory: tables and indexes. Functions are generated from the Rust sources.
 
+-- pgvector 0.8 or later: the approximate path of large users needs its iterative index scan
+-- (hnsw.iterative_scan).
+DO $do$
+DECLARE
+    v text := (SELECT e.extversion FROM pg_catalog.pg_extension e WHERE e.extname OPERATOR(pg_catalog.=) 'vector');
+BEGIN
+    IF (pg_catalog.regexp_match(v, '^(\d+)\.(\d+)'))::int[] OPERATOR(pg_catalog.<) ARRAY[0, 8] THEN
+        RAISE EXCEPTION 'agent_memory needs pgvector 0.8.0 or later, and this database has pgvector %', v
+            USING ERRCODE = 'feature_not_supported',
+                  HINT = 'Install pgvector 0.8 or later, then ALTER EXTENSION vector UPDATE in this database.';
+    END IF;
+END
+$do$;
+
 -- Raw conversation turns: the evidence layer and the working memory, kept apart from facts.
 -- Every key of a user's rows holds user_id (ids are unique on their own, from the identity), so
 -- the tables can be distributed by user (docs/scale-out.md) and a reference never crosses users.

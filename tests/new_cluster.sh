@@ -66,5 +66,19 @@ check "a terminated worker is started again" "1" \
 check "one worker per database" "1 1" "$(workers postgres) $(workers "$LATER")"
 check "no FATAL at all" "" "$(grep FATAL "$DATA/server.log")"
 
+say "New cluster: the pgvector version is checked"
+psql_db postgres "CREATE DATABASE agent_memory_old_vector" >/dev/null
+psql_db agent_memory_old_vector "CREATE EXTENSION vector" >/dev/null
+# A catalog that says 0.7.4 stands for an older pgvector (only in this throwaway database).
+psql_db agent_memory_old_vector "UPDATE pg_extension SET extversion = '0.7.4' WHERE extname = 'vector'" >/dev/null
+old_state="$("$BIN/psql" -X -q -h "$SOCK" -p "$PORT" -U postgres -d agent_memory_old_vector -tA -v ON_ERROR_STOP=0 \
+  -c "CREATE EXTENSION agent_memory" -c '\echo :LAST_ERROR_SQLSTATE' 2>/dev/null | tail -1 || true)"
+old_message="$("$BIN/psql" -X -q -h "$SOCK" -p "$PORT" -U postgres -d agent_memory_old_vector -tA -c "CREATE EXTENSION agent_memory" 2>&1 \
+  | grep -c 'needs pgvector 0.8.0 or later, and this database has pgvector 0.7.4' || true)"
+check "CREATE EXTENSION refuses pgvector 0.7 (0A000, with the version)" "0A000 1" "$old_state $old_message"
+psql_db agent_memory_old_vector "UPDATE pg_extension SET extversion = '0.8.0' WHERE extname = 'vector'" >/dev/null
+check "and accepts 0.8" "$(sed -nE 's/^version = "([^"]+)"/\1/p' "$ROOT/Cargo.toml" | head -1)" \
+  "$(psql_db agent_memory_old_vector "CREATE EXTENSION agent_memory" >/dev/null; psql_db agent_memory_old_vector "SELECT extversion FROM pg_extension WHERE extname = 'agent_memory'")"
+
 echo "new cluster: $PASSED passed, $FAILED failed"
 [ "$FAILED" -eq 0 ]
