@@ -45,20 +45,21 @@ BEGIN
 END
 $do$;
 
--- Keys that hold user_id, so the tables can be distributed by user (docs/scale-out.md) and no
--- reference crosses users. (The primary keys are rebuilt: this takes a lock on both tables for
--- as long as building two indexes does.)
+-- Keys that lead with user_id, so the tables can be distributed by user (docs/scale-out.md) and
+-- no reference crosses users. (The primary keys are rebuilt and an index on id is added: this
+-- takes a lock on both tables for as long as building three indexes does.)
 ALTER TABLE agent_memory.memories DROP CONSTRAINT memories_superseded_by_fkey;
 ALTER TABLE agent_memory.memories DROP CONSTRAINT memories_source_turn_id_fkey;
 ALTER TABLE agent_memory.memories DROP CONSTRAINT memories_pkey;
-ALTER TABLE agent_memory.memories ADD CONSTRAINT memories_pkey PRIMARY KEY (id, user_id);
+ALTER TABLE agent_memory.memories ADD CONSTRAINT memories_pkey PRIMARY KEY (user_id, id);
+CREATE INDEX memories_id ON agent_memory.memories (id);
 ALTER TABLE agent_memory.turns DROP CONSTRAINT turns_pkey;
-ALTER TABLE agent_memory.turns ADD CONSTRAINT turns_pkey PRIMARY KEY (id, user_id);
-ALTER TABLE agent_memory.memories ADD CONSTRAINT memories_superseded_by_fkey FOREIGN KEY (superseded_by, user_id)
-    REFERENCES agent_memory.memories (id, user_id) ON DELETE SET NULL (superseded_by) DEFERRABLE INITIALLY DEFERRED;
-ALTER TABLE agent_memory.memories ADD CONSTRAINT memories_source_turn_id_fkey FOREIGN KEY (source_turn_id, user_id)
-    REFERENCES agent_memory.turns (id, user_id) ON DELETE SET NULL (source_turn_id);
-COMMENT ON COLUMN agent_memory.memories.id IS 'Unique id (the primary key is (id, user_id)); also the tie-breaker of recall (newer first).';
+ALTER TABLE agent_memory.turns ADD CONSTRAINT turns_pkey PRIMARY KEY (user_id, id);
+ALTER TABLE agent_memory.memories ADD CONSTRAINT memories_superseded_by_fkey FOREIGN KEY (user_id, superseded_by)
+    REFERENCES agent_memory.memories (user_id, id) ON DELETE SET NULL (superseded_by) DEFERRABLE INITIALLY DEFERRED;
+ALTER TABLE agent_memory.memories ADD CONSTRAINT memories_source_turn_id_fkey FOREIGN KEY (user_id, source_turn_id)
+    REFERENCES agent_memory.turns (user_id, id) ON DELETE SET NULL (source_turn_id);
+COMMENT ON COLUMN agent_memory.memories.id IS 'Unique id, from the identity (the primary key is (user_id, id)); also the tie-breaker of recall (newer first).';
 
 -- Turns: finite times, and the task a turn belongs to.
 ALTER TABLE agent_memory.turns ADD CONSTRAINT turns_created_at_finite CHECK (isfinite(created_at));
