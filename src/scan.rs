@@ -164,6 +164,9 @@ struct Scan {
     index: pg_sys::Relation,
     scan: pg_sys::IndexScanDesc,
     slot: *mut pg_sys::TupleTableSlot,
+    /// A second slot: the candidate handed to the caller stays pinned in one slot while the
+    /// next row is fetched into the other (see [`scan_active`]).
+    slot2: *mut pg_sys::TupleTableSlot,
 }
 
 impl Drop for Scan {
@@ -177,6 +180,9 @@ impl Drop for Scan {
         unsafe {
             if !self.slot.is_null() {
                 pg_sys::ExecDropSingleTupleTableSlot(self.slot);
+            }
+            if !self.slot2.is_null() {
+                pg_sys::ExecDropSingleTupleTableSlot(self.slot2);
             }
             if !self.scan.is_null() {
                 pg_sys::index_endscan(self.scan);
@@ -210,7 +216,13 @@ fn relations() -> Result<(pg_sys::Oid, pg_sys::Oid)> {
 /// Must run inside a transaction with an active snapshot (a SQL function call).
 unsafe fn begin(rel_oid: pg_sys::Oid, index_oid: pg_sys::Oid, user: &str, model: &str) -> Result<Scan> {
     let lock = pg_sys::AccessShareLock as pg_sys::LOCKMODE;
-    let mut s = Scan { rel: std::ptr::null_mut(), index: std::ptr::null_mut(), scan: std::ptr::null_mut(), slot: std::ptr::null_mut() };
+    let mut s = Scan {
+        rel: std::ptr::null_mut(),
+        index: std::ptr::null_mut(),
+        scan: std::ptr::null_mut(),
+        slot: std::ptr::null_mut(),
+        slot2: std::ptr::null_mut(),
+    };
     // SAFETY: the OIDs are of this extension's table and of its index on (user_id,
     // embedding_model); the index is a btree whose two key columns are text, so the scan keys
     // compare text with text equality under the index's collations. The snapshot is the active
@@ -308,23 +320,40 @@ fn scan_active(
     // SAFETY: called from a SQL function, inside its transaction and snapshot; every pointer is
     // released by `Scan`.
     let mut s = unsafe { begin(rel_oid, index_oid, user, model)? };
-    // SAFETY: the slot is made for the opened table and released by `Scan`; attributes are read
-    // only up to `max_attr` after slot_getsomeattrs, and only while the slot holds the tuple.
+    // SAFETY: the slots are made for the opened table and released by `Scan`; attributes are read
+    // only up to `max_attr` after slot_getsomeattrs, and only while a slot holds the tuple.
+    //
+    // The rows are handed to `f` one behind the scan: row n is fetched into one slot and its
+    // embedding prefetched into the CPU cache, then row n-1, still pinned in the other slot, is
+    // passed to `f`. The embedding of a candidate is then mostly in cache when it is compared,
+    // instead of each row stalling on its own page's memory.
     unsafe {
         s.slot = pg_sys::table_slot_create(s.rel, std::ptr::null_mut());
+        s.slot2 = pg_sys::table_slot_create(s.rel, std::ptr::null_mut());
+        let slots = [s.slot, s.slot2];
+        let mut pending: Option<(Candidate, usize)> = None;
 
         let mut read = 0u32;
-        while pg_sys::index_getnext_slot(s.scan, pg_sys::ScanDirection::ForwardScanDirection, s.slot) {
+        loop {
+            // Fetch into the slot that does not hold the pending candidate.
+            let which = match pending {
+                Some((_, 0)) => 1,
+                _ => 0,
+            };
+            let slot = slots[which];
+            if !pg_sys::index_getnext_slot(s.scan, pg_sys::ScanDirection::ForwardScanDirection, slot) {
+                break;
+            }
             // A cancel or statement_timeout stops a scan of a large user within a few thousand rows.
             read = read.wrapping_add(1);
             if read.is_multiple_of(1024) {
                 pgrx::check_for_interrupts!();
             }
-            if ((*s.slot).tts_nvalid as i32) < max_attr {
-                pg_sys::slot_getsomeattrs_int(s.slot, max_attr);
+            if ((*slot).tts_nvalid as i32) < max_attr {
+                pg_sys::slot_getsomeattrs_int(slot, max_attr);
             }
-            let values = (*s.slot).tts_values;
-            let nulls = (*s.slot).tts_isnull;
+            let values = (*slot).tts_values;
+            let nulls = (*slot).tts_isnull;
             let get = |attno: usize| -> Option<pg_sys::Datum> {
                 if *nulls.add(attno - 1) {
                     None
@@ -350,6 +379,7 @@ fn scan_active(
                     continue;
                 }
             }
+            prefetch_varlena(emb);
             let c = Candidate {
                 id: id.value() as i64,
                 importance: get(cols.importance).map(|d| f32::from_bits(d.value() as u32)).unwrap_or(0.0),
@@ -360,7 +390,7 @@ fn scan_active(
                 archived: get(cols.archived_at).is_some(),
                 hit_count: get(cols.hit_count).map(|d| d.value() as i32).unwrap_or(0),
                 expired,
-                tid: (*s.slot).tts_tid,
+                tid: (*slot).tts_tid,
                 emb,
                 content,
                 predicate: get(cols.predicate),
@@ -368,7 +398,15 @@ fn scan_active(
                 procedural: kind == "procedural",
                 task_id: get(cols.task_id),
             };
-            if !f(&c)? {
+            if let Some((previous, _)) = pending.replace((c, which)) {
+                if !f(&previous)? {
+                    drop(s);
+                    return Ok(false);
+                }
+            }
+        }
+        if let Some((last, _)) = pending.take() {
+            if !f(&last)? {
                 drop(s);
                 return Ok(false);
             }
@@ -376,6 +414,33 @@ fn scan_active(
     }
     drop(s);
     Ok(true)
+}
+
+/// Asks the CPU to bring a varlena (an embedding in a pinned heap page) into its cache, up to
+/// 8 kB, without waiting for it.
+///
+/// # Safety
+/// `datum` must point to a varlena that stays readable (its buffer pinned).
+unsafe fn prefetch_varlena(datum: pg_sys::Datum) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        let p = datum.cast_mut_ptr::<u8>() as *const u8;
+        // SAFETY: the header of a varlena is readable (the caller's promise); a prefetch never
+        // faults, whatever the address.
+        unsafe {
+            let first = p.read();
+            // A 4-byte header (the only kind that holds a whole embedding) has its low bits 00.
+            let len = if first & 0x03 == 0 { (p.cast::<u32>().read_unaligned() >> 2) as usize } else { 64 };
+            let mut off = 64;
+            while off < len.min(8192) {
+                _mm_prefetch::<_MM_HINT_T0>(p.add(off) as *const i8);
+                off += 64;
+            }
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = datum;
 }
 
 /// Runs `f` with an active snapshot that sees every change this transaction has made so far,
