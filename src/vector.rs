@@ -285,6 +285,23 @@ pub fn vector_type_oid() -> crate::error::Result<pg_sys::Oid> {
     })
 }
 
+thread_local! {
+    /// pgvector's `vector` type OID in this backend's database, once looked up.
+    static VECTOR_OID: std::cell::Cell<Option<pg_sys::Oid>> = const { std::cell::Cell::new(None) };
+}
+
+/// Whether `oid` is pgvector's `vector` type. The type's OID is looked up once per backend (a
+/// query), not once per row; a different OID is looked up again before it is refused (pgvector
+/// may have been dropped and created anew).
+pub fn is_vector_type(oid: pg_sys::Oid) -> crate::error::Result<bool> {
+    if VECTOR_OID.get() == Some(oid) {
+        return Ok(true);
+    }
+    let current = vector_type_oid()?;
+    VECTOR_OID.set(Some(current));
+    Ok(current == oid)
+}
+
 /// Parses text in pgvector's input syntax with pgvector's input function, so the text form
 /// accepts exactly what `'...'::vector` accepts and fails with pgvector's own errors.
 pub fn parse_vector_text(text: &str) -> crate::error::Result<VectorDatum> {
@@ -373,7 +390,7 @@ pub fn vector_param(values: &[f32]) -> crate::error::Result<pgrx::datum::DatumWi
 pub fn vector_column(table: &pgrx::spi::SpiTupleTable<'_>, ordinal: usize) -> crate::error::Result<Option<VectorDatum>> {
     let read = crate::error::spi("reading an embedding");
     let oid = table.column_type_oid(ordinal).map_err(&read)?;
-    if oid.value() != vector_type_oid()? {
+    if !is_vector_type(oid.value())? {
         return Err(crate::error::MemoryError::corrupted(format!("column {ordinal} of the query is not a vector")));
     }
     match table.get_datum_by_ordinal(ordinal).map_err(&read)? {
