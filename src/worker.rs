@@ -28,6 +28,7 @@ use pgrx::PgSqlErrorCode;
 
 use crate::error::{first_value, spi, MemoryError, Result};
 use crate::gucs;
+use crate::pg::{in_recovery, reload_config_if_asked, shutdown_requested};
 use crate::runs::{self, Attempt, Driver, Job};
 
 /// The `backend_type` of the workers in `pg_stat_activity`.
@@ -99,7 +100,7 @@ pub extern "C-unwind" fn agent_memory_launcher_main(_arg: pg_sys::Datum) {
     let mut waiting: Vec<String> = gucs::worker_databases();
     let mut said_missing = std::collections::HashSet::new();
     while !waiting.is_empty() {
-        if shutting_down() {
+        if shutdown_requested() {
             crate::pg::exit_process(1);
         }
         let mut still = Vec::new();
@@ -156,8 +157,6 @@ fn another_worker_runs() -> Result<bool> {
         })
     })
 }
-
-use crate::pg::{in_recovery, reload_config_if_asked as reload_if_asked, shutdown_requested as shutting_down};
 
 fn caught_message(e: CaughtError) -> MemoryError {
     let (code, message) = match &e {
@@ -281,8 +280,8 @@ impl WorkerDriver {
             }
         }
         self.first = false;
-        reload_if_asked();
-        if shutting_down() {
+        reload_config_if_asked();
+        if shutdown_requested() {
             return Err(MemoryError::new(
                 PgSqlErrorCode::ERRCODE_ADMIN_SHUTDOWN,
                 "the worker was asked to stop (SIGTERM) before the pass finished",
@@ -386,7 +385,7 @@ fn mark_orphans() {
 fn run_due_jobs(role: &str, since: Instant) -> Duration {
     let mut sleep = MAX_SLEEP;
     for (job, interval) in [(Job::Forget, gucs::forget_interval()), (Job::Consolidate, gucs::consolidate_interval())] {
-        if shutting_down() {
+        if shutdown_requested() {
             break;
         }
         match seconds_until_due(job, interval, since) {
@@ -441,8 +440,8 @@ pub extern "C-unwind" fn agent_memory_worker_main(_arg: pg_sys::Datum) {
     let mut said_missing = false;
     let mut said_outdated = false;
     loop {
-        reload_if_asked();
-        if shutting_down() {
+        reload_config_if_asked();
+        if shutdown_requested() {
             break;
         }
         let mut sleep = MAX_SLEEP;
@@ -475,7 +474,7 @@ pub extern "C-unwind" fn agent_memory_worker_main(_arg: pg_sys::Datum) {
                 Err(e) => warning!("agent_memory: could not look for the extension: {}", e.message),
             }
         }
-        if shutting_down() || !BackgroundWorker::wait_latch(Some(sleep.max(Duration::from_millis(10)))) {
+        if shutdown_requested() || !BackgroundWorker::wait_latch(Some(sleep.max(Duration::from_millis(10)))) {
             break;
         }
     }
