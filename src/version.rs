@@ -98,8 +98,8 @@ retired_symbols! {
     memory_importance_wrapper, pg_finfo_memory_importance_wrapper;
 }
 
-/// [`require_current_schema`] in a connection of its own: the first step of every function
-/// that reads or writes the extension's tables.
+/// [`require_current_schema`] in a connection of its own, for a caller that has none open (the
+/// passes). The SQL functions call `require_current_schema` first thing in their own connection.
 pub fn check() -> Result<()> {
     Spi::connect_mut(require_current_schema)
 }

@@ -129,8 +129,8 @@ pub fn context(
     let tokenizer = gucs::tokenizer_kind();
     let text = a.query_text.map(str::trim).filter(|t| !t.is_empty());
 
-    crate::version::check()?;
     let (procedural, working) = Spi::connect_mut(|client| -> Result<_> {
+        crate::version::require_current_schema(client)?;
         let lineage_set = match a.task_id {
             Some(t) => Some(lineage(client, user, t)?),
             None => None,

@@ -37,8 +37,8 @@ fn create(model: Option<&str>, m: i32, ef_construction: i32) -> Result<String> {
         return Err(MemoryError::invalid_parameter(format!("m = {m} and ef_construction = {ef_construction} are out of range"))
             .hint("Use m between 2 and 100 and ef_construction between 4 and 1000, at least twice m (pgvector's limits)."));
     }
-    crate::version::check()?;
     Spi::connect_mut(|client| {
+        crate::version::require_current_schema(client)?;
         let dims = crate::catalog::model_dims(client, model)?.ok_or_else(|| {
             MemoryError::new(PgSqlErrorCode::ERRCODE_NO_DATA_FOUND, format!("no memories of model \"{model}\" were written yet"))
                 .hint("The index needs the model's dimension: write the model's first memories, then create the index.")

@@ -299,8 +299,8 @@ pub fn recall(user_id: Option<&str>, query: Option<&VectorDatum>, opts: RecallOp
             .detail("Words are letters and digits; common English words (the, of, and, ...) are skipped.")
             .hint("Pass the question's words as query_text, or its embedding as query."));
     }
-    crate::version::check()?;
     Spi::connect_mut(|client| {
+        crate::version::require_current_schema(client)?;
         // The candidates are read directly, not through SQL: the row-level security rule is
         // applied here. A role without maintenance rights sees only the session's user.
         if !sees_user(client, user)? {

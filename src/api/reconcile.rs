@@ -1023,8 +1023,8 @@ fn check_key(fact: &Fact) -> Result<bool> {
 pub fn reconcile_all(user_id: Option<&str>, model: Option<&str>, facts: &[Fact]) -> Result<Vec<Outcome>> {
     let user = check_user(user_id)?.to_string();
     let model = resolve_model(model)?;
-    crate::version::check()?;
     Spi::connect_mut(|client| {
+        crate::version::require_current_schema(client)?;
         let mut r = Reconciler::new(client, &user, &model)?;
         r.reconcile(facts)
     })

@@ -40,8 +40,8 @@ fn record(
         metadata.into(),
         task_id.into(),
     ];
-    crate::version::check()?;
     Spi::connect_mut(|c| {
+        crate::version::require_current_schema(c)?;
         // The user's lock, as reconcile and erasure take it: a turn never races an erasure.
         crate::plans::read(c, crate::locks::LOCK_USER, &[user.into()]).map_err(spi("locking the user"))?;
         crate::plans::write(c, INSERT, &args)

@@ -56,8 +56,8 @@ pub fn update(id: Option<i64>, expected_version: Option<i32>, c: Changes) -> Res
         }
         None => pgrx::datum::DatumWithOid::null_oid(vector_type_oid()?),
     };
-    crate::version::check()?;
     Spi::connect_mut(|client| {
+        crate::version::require_current_schema(client)?;
         let args = [
             id.into(),
             expected.into(),
