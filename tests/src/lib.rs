@@ -32,6 +32,24 @@ pub fn try_connect(dbname: &str) -> Result<Client, postgres::Error> {
     Client::connect(&params(dbname), NoTls)
 }
 
+/// Runs `f(w, connection)` for `w` in `0..writers`, each on a connection of its own to `db`, all
+/// starting together (every connection is made before any `f` runs); returns the results in
+/// order of `w`.
+pub fn at_once<T: Send + 'static>(db: &'static str, writers: usize, f: fn(usize, &mut Client) -> T) -> Vec<T> {
+    let go = std::sync::Arc::new(std::sync::Barrier::new(writers));
+    let handles: Vec<_> = (0..writers)
+        .map(|w| {
+            let go = go.clone();
+            std::thread::spawn(move || {
+                let mut c = connect(db);
+                go.wait();
+                f(w, &mut c)
+            })
+        })
+        .collect();
+    handles.into_iter().map(|h| h.join().unwrap()).collect()
+}
+
 /// Creates database `name` afresh with the extension installed.
 pub fn fresh_db(name: &str) -> Client {
     let mut admin = connect("postgres");

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Barrier};
 use std::thread;
 
-use agent_memory_tests::{connect, fresh_db, Rng};
+use agent_memory_tests::{at_once, connect, fresh_db, Rng};
 use pgvector::Vector;
 
 #[test]
@@ -78,27 +78,17 @@ fn sixteen_reconciles_of_one_key_leave_one_active_row_and_one_chain() {
     c.batch_execute("SELECT * FROM agent_memory.memory_reconcile('someone-else', NULL, NULL, NULL, 'seed', '[1,0,0,0,0,0,0,0]'::vector)")
         .unwrap();
     let writers = 16;
-    let go = Arc::new(Barrier::new(writers));
-    let handles: Vec<_> = (0..writers)
-        .map(|w| {
-            let go = go.clone();
-            thread::spawn(move || {
-                let mut c = connect(db);
-                let mut rng = Rng(w as u64 + 1);
-                let emb = Vector::from(rng.vector(8));
-                go.wait();
-                let row = c
-                    .query_one(
-                        "SELECT action, memory_id, previous_id FROM agent_memory.memory_reconcile(\
-                           'contended', 'user', 'favourite_colour', $1, $2, $3::vector)",
-                        &[&format!("colour-{w}"), &format!("Favourite colour is colour-{w}"), &emb],
-                    )
-                    .unwrap();
-                (row.get::<_, String>(0), row.get::<_, i64>(1), row.get::<_, Option<i64>>(2))
-            })
-        })
-        .collect();
-    let results: Vec<(String, i64, Option<i64>)> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    let results: Vec<(String, i64, Option<i64>)> = at_once(db, writers, |w, c| {
+        let emb = Vector::from(Rng(w as u64 + 1).vector(8));
+        let row = c
+            .query_one(
+                "SELECT action, memory_id, previous_id FROM agent_memory.memory_reconcile(\
+                   'contended', 'user', 'favourite_colour', $1, $2, $3::vector)",
+                &[&format!("colour-{w}"), &format!("Favourite colour is colour-{w}"), &emb],
+            )
+            .unwrap();
+        (row.get::<_, String>(0), row.get::<_, i64>(1), row.get::<_, Option<i64>>(2))
+    });
     assert_eq!(results.iter().filter(|r| r.0 == "ADD").count(), 1, "{results:?}");
     assert_eq!(results.iter().filter(|r| r.0 == "UPDATE").count(), writers - 1, "{results:?}");
 
@@ -171,26 +161,20 @@ fn sixteen_writers_of_a_many_valued_predicate_keep_every_value_and_one_row_per_v
         .unwrap();
     let writers = 16;
     let race = |same: bool| -> Vec<String> {
-        let go = Arc::new(Barrier::new(writers));
-        let handles: Vec<_> = (0..writers)
-            .map(|w| {
-                let go = go.clone();
-                thread::spawn(move || {
-                    let mut c = connect(db);
-                    let mut rng = Rng(w as u64 + 100);
-                    let emb = Vector::from(rng.vector(8));
-                    let value = if same { "chess".to_string() } else { format!("hobby-{w}") };
-                    go.wait();
-                    c.query_one(
-                        "SELECT action FROM agent_memory.memory_reconcile('many-user', 'user', 'likes', $1, $2, $3::vector)",
-                        &[&value, &format!("Likes {value}"), &emb],
-                    )
-                    .unwrap()
-                    .get::<_, String>(0)
-                })
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
+        fn reconcile(w: usize, c: &mut postgres::Client, value: String) -> String {
+            let emb = Vector::from(Rng(w as u64 + 100).vector(8));
+            c.query_one(
+                "SELECT action FROM agent_memory.memory_reconcile('many-user', 'user', 'likes', $1, $2, $3::vector)",
+                &[&value, &format!("Likes {value}"), &emb],
+            )
+            .unwrap()
+            .get::<_, String>(0)
+        }
+        if same {
+            at_once(db, writers, |w, c| reconcile(w, c, "chess".to_string()))
+        } else {
+            at_once(db, writers, |w, c| reconcile(w, c, format!("hobby-{w}")))
+        }
     };
     let different = race(false);
     assert!(different.iter().all(|a| a == "ADD"), "{different:?}");
