@@ -95,10 +95,11 @@ BEGIN
                         agent_memory.predicates, agent_memory.runs, agent_memory.maintenance_state TO %s', role);
         EXECUTE format('GRANT SELECT ON agent_memory.erasures, agent_memory.last_runs TO %s', role);
         EXECUTE format('GRANT INSERT ON agent_memory.erasures TO %s', role);
+        EXECUTE format('GRANT SELECT, INSERT, DELETE ON agent_memory.memory_packs, agent_memory.memory_pack_stale TO %s', role);
         EXECUTE format('GRANT USAGE ON SEQUENCE %s, %s TO %s',
                        pg_catalog.pg_get_serial_sequence('agent_memory.runs', 'id'),
                        pg_catalog.pg_get_serial_sequence('agent_memory.erasures', 'id'), role);
-        functions := functions || ARRAY['memory_forget', 'memory_consolidate', 'memory_erase', 'memory_create_index'];
+        functions := functions || ARRAY['memory_forget', 'memory_consolidate', 'memory_erase', 'memory_create_index', 'memory_pack'];
         EXECUTE format('GRANT agent_memory_admin TO %s', role);
     END IF;
     FOR f IN SELECT p.oid::regprocedure FROM pg_catalog.pg_proc p
@@ -109,7 +110,7 @@ BEGIN
 END
 $body$;
 COMMENT ON FUNCTION agent_memory.grant_access(regrole, text) IS
-    'Grants a role one of the access levels: reader (recall, context, evidence), writer (reader + reconcile, update, turns), admin (writer + forget, consolidate, erase, indexes, bookkeeping).';
+    'Grants a role one of the access levels: reader (recall, context, evidence), writer (reader + reconcile, update, turns), admin (writer + forget, consolidate, erase, indexes, packs, bookkeeping).';
 
 CREATE FUNCTION agent_memory.revoke_access(role regrole) RETURNS text
 LANGUAGE plpgsql VOLATILE

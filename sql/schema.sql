@@ -115,9 +115,10 @@ COMMENT ON COLUMN agent_memory.memories.archived_at IS 'When the memory moved to
 COMMENT ON COLUMN agent_memory.memories.metadata IS 'Free-form JSON of the application.';
 COMMENT ON COLUMN agent_memory.memories.object_key IS 'For a fact of a many-valued predicate (agent_memory.predicates): its object without case or surrounding blanks, so that each value is a fact of its own; NULL otherwise. Set by the write trigger.';
 
--- The recall path: one user's active memories of one model, user first. last_hit_at and
+-- The recall path: one user's active memories of one model, user first, in id order (recall
+-- reads the ids from the index to match them with the packed embeddings). last_hit_at and
 -- hit_count are in no index, so recall's refresh of them is a HOT update.
-CREATE INDEX memories_user_model_active ON agent_memory.memories (user_id, embedding_model) WHERE active;
+CREATE INDEX memories_user_model_active ON agent_memory.memories (user_id, embedding_model, id) WHERE active;
 -- One active fact per (user, subject, predicate) for a single-valued predicate, and per
 -- (user, subject, predicate, value) for a many-valued one, whatever the concurrency; also the
 -- exact lookup of reconciliation.
@@ -142,6 +143,38 @@ CREATE INDEX memories_retired ON agent_memory.memories (retired_at) WHERE NOT ac
 CREATE INDEX memories_active_facts ON agent_memory.memories (user_id, embedding_model, predicate, lower(btrim(object)))
     INCLUDE (created_at, id) WHERE active AND predicate IS NOT NULL AND object IS NOT NULL;
 CREATE INDEX memories_active_episodes ON agent_memory.memories (created_at) WHERE active AND kind = 'episodic';
+
+-- Recall's packed embeddings: a user's embeddings of one model quantised to 8 bits, a page of
+-- them per row (crates/core/src/pack.rs has the format and the bounds). A cache, rebuilt by the
+-- background worker (and memory_pack): recall reads the exact embedding of every memory a pack
+-- does not cover or cannot rule out, so results are the same with or without packs. Not dumped:
+-- a restored database rebuilds them.
+CREATE TABLE agent_memory.memory_packs (
+    user_id         text        NOT NULL,
+    embedding_model text        NOT NULL,
+    pack_no         integer     NOT NULL CHECK (pack_no >= 0),
+    memories        integer     NOT NULL CHECK (memories > 0),
+    last_id         bigint      NOT NULL,
+    built_at        timestamptz NOT NULL DEFAULT now(),
+    payload         bytea       NOT NULL,
+    CONSTRAINT memory_packs_pkey PRIMARY KEY (user_id, embedding_model, pack_no)
+);
+-- In the row, uncompressed: one page read per pack.
+ALTER TABLE agent_memory.memory_packs ALTER COLUMN payload SET STORAGE PLAIN;
+COMMENT ON TABLE agent_memory.memory_packs IS
+    'Recall''s packed embeddings (8-bit, many memories per row), rebuilt by the background worker and memory_pack. A cache: recall stays exact without it.';
+
+-- Memories whose packed copy may no longer hold: a new embedding, model, id or user, a higher
+-- importance, a deleted row (its id could come back with other content). Recall reads these
+-- exactly; a rebuild of the pack clears them.
+CREATE TABLE agent_memory.memory_pack_stale (
+    user_id         text   NOT NULL,
+    embedding_model text   NOT NULL,
+    id              bigint NOT NULL
+);
+CREATE INDEX memory_pack_stale_user ON agent_memory.memory_pack_stale (user_id, embedding_model);
+COMMENT ON TABLE agent_memory.memory_pack_stale IS
+    'Memories whose packed embedding may be out of date; recall reads them exactly until the pack is rebuilt.';
 
 -- Tasks of long-running agents, one parent each: recall and memory_context with task_id see the
 -- memories of the task and of its ancestors (and those with no task). A cycle is refused when it
@@ -327,6 +360,51 @@ $src$, '@vs@', pg_catalog.quote_ident((SELECT n.nspname FROM pg_catalog.pg_exten
 END
 $do$;
 
+-- Keeps the packs honest (see memory_pack_stale). SECURITY DEFINER: a writer needs no right on
+-- the bookkeeping table, and can only add entries for the rows it changes.
+CREATE FUNCTION agent_memory.memories_mark_stale() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $body$
+BEGIN
+    IF TG_OP = 'TRUNCATE' THEN
+        TRUNCATE agent_memory.memory_packs, agent_memory.memory_pack_stale;
+        RETURN NULL;
+    ELSIF TG_OP = 'DELETE' THEN
+        -- Only a row a pack may hold: one of a packed user and model, at most the pack's last id.
+        IF NOT EXISTS (SELECT 1 FROM agent_memory.memory_packs p
+                        WHERE p.user_id = OLD.user_id AND p.embedding_model = OLD.embedding_model AND p.last_id >= OLD.id) THEN
+            -- A rebuild of the user's packs may be reading the row now: wait for it (it holds
+            -- this lock) and look again; a later rebuild waits for this transaction instead.
+            PERFORM pg_catalog.pg_advisory_xact_lock_shared(pg_catalog.hashtextextended(
+                'agent_memory.pack:' || OLD.user_id || '/' || OLD.embedding_model, (SELECT s.salt FROM agent_memory.lock_salt s)));
+            IF NOT EXISTS (SELECT 1 FROM agent_memory.memory_packs p
+                            WHERE p.user_id = OLD.user_id AND p.embedding_model = OLD.embedding_model AND p.last_id >= OLD.id) THEN
+                RETURN NULL;
+            END IF;
+        END IF;
+        INSERT INTO agent_memory.memory_pack_stale (user_id, embedding_model, id) VALUES (OLD.user_id, OLD.embedding_model, OLD.id);
+        RETURN NULL;
+    END IF;
+    INSERT INTO agent_memory.memory_pack_stale (user_id, embedding_model, id) VALUES (NEW.user_id, NEW.embedding_model, NEW.id);
+    RETURN NULL;
+END
+$body$;
+REVOKE ALL ON FUNCTION agent_memory.memories_mark_stale() FROM PUBLIC;
+
+CREATE TRIGGER memories_pack_stale_update AFTER UPDATE ON agent_memory.memories
+    FOR EACH ROW
+    WHEN (NEW.emb IS DISTINCT FROM OLD.emb
+          OR NEW.importance > OLD.importance
+          OR NEW.embedding_model IS DISTINCT FROM OLD.embedding_model
+          OR NEW.id IS DISTINCT FROM OLD.id
+          OR NEW.user_id IS DISTINCT FROM OLD.user_id)
+    EXECUTE FUNCTION agent_memory.memories_mark_stale();
+CREATE TRIGGER memories_pack_stale_delete AFTER DELETE ON agent_memory.memories
+    FOR EACH ROW EXECUTE FUNCTION agent_memory.memories_mark_stale();
+CREATE TRIGGER memories_pack_stale_truncate AFTER TRUNCATE ON agent_memory.memories
+    FOR EACH STATEMENT EXECUTE FUNCTION agent_memory.memories_mark_stale();
+
 CREATE TRIGGER memories_before_insert BEFORE INSERT ON agent_memory.memories
     FOR EACH ROW EXECUTE FUNCTION agent_memory.memories_before_write();
 -- On update, the function runs only when it has something to do: an embedding or model to
@@ -469,6 +547,8 @@ BEGIN
     GET DIAGNOSTICS n_turns = ROW_COUNT;
     DELETE FROM agent_memory.tasks t WHERE t.user_id = memory_erase.user_id;
     GET DIAGNOSTICS n_tasks = ROW_COUNT;
+    DELETE FROM agent_memory.memory_packs p WHERE p.user_id = memory_erase.user_id;
+    DELETE FROM agent_memory.memory_pack_stale s WHERE s.user_id = memory_erase.user_id;
     RETURN QUERY
     INSERT INTO agent_memory.erasures (user_hash, counts)
     VALUES (pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(memory_erase.user_id, 'UTF8')), 'hex'),
@@ -520,6 +600,7 @@ GRANT SELECT, INSERT ON agent_memory.embedding_models TO agent_memory_worker;
 GRANT SELECT ON agent_memory.predicates, agent_memory.lock_salt TO agent_memory_worker;
 -- (FOR UPDATE SKIP LOCKED, used to delete old turns in batches, needs UPDATE.)
 GRANT SELECT, UPDATE, DELETE ON agent_memory.turns TO agent_memory_worker;
+GRANT SELECT, INSERT, DELETE ON agent_memory.memory_packs, agent_memory.memory_pack_stale TO agent_memory_worker;
 
 DO $do$
 BEGIN

@@ -115,6 +115,12 @@ static RECENCY_CHANNEL: GucSetting<bool> = GucSetting::<bool>::new(false);
 static EXACT_LIMIT: GucSetting<i32> = GucSetting::<i32>::new(20_000);
 /// `agent_memory.approximate_candidates`: candidates the approximate path fetches by similarity (default 2,000).
 static APPROXIMATE_CANDIDATES: GucSetting<i32> = GucSetting::<i32>::new(2_000);
+/// `agent_memory.packed_recall`: whether vector-only recall reads the packed embeddings (default on).
+static PACKED_RECALL: GucSetting<bool> = GucSetting::<bool>::new(true);
+/// `agent_memory.pack_min_memories`: the worker packs a user's memories of a model from this many on (default 200).
+static PACK_MIN_MEMORIES: GucSetting<i32> = GucSetting::<i32>::new(200);
+/// `agent_memory.pack_interval`: time between the worker's pack passes (seconds; default 1 min).
+static PACK_INTERVAL: GucSetting<i32> = GucSetting::<i32>::new(60);
 
 // --- Forgetting and consolidation (the background workers and memory_forget / memory_consolidate).
 
@@ -404,9 +410,49 @@ pub fn init() {
         GucContext::Userset,
         GucFlags::default(),
     );
+    GucRegistry::define_bool_guc(
+        c"agent_memory.packed_recall",
+        c"Whether vector-only recall reads the packed (8-bit) embeddings and then only the rows that can make the result.",
+        c"Results are the same either way; off reads every candidate's row.",
+        &PACKED_RECALL,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"agent_memory.pack_min_memories",
+        c"The background worker packs a user's embeddings of a model once there are this many active memories.",
+        c"Smaller users are read row by row; memory_pack(user_id) packs any user.",
+        &PACK_MIN_MEMORIES,
+        1,
+        i32::MAX,
+        GucContext::Sighup,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"agent_memory.pack_interval",
+        c"Time between the background worker's passes that rebuild out-of-date packs.",
+        c"",
+        &PACK_INTERVAL,
+        1,
+        i32::MAX,
+        GucContext::Sighup,
+        GucFlags::UNIT_S,
+    );
     define_ranking_settings();
     define_worker_settings();
     reserve_prefix();
+}
+
+pub fn packed_recall() -> bool {
+    PACKED_RECALL.get()
+}
+
+pub fn pack_min_memories() -> i64 {
+    PACK_MIN_MEMORIES.get().max(1) as i64
+}
+
+pub fn pack_interval() -> std::time::Duration {
+    std::time::Duration::from_secs(PACK_INTERVAL.get().max(1) as u64)
 }
 
 fn define_ranking_settings() {

@@ -215,6 +215,15 @@ fn relations() -> Result<(pg_sys::Oid, pg_sys::Oid)> {
 /// # Safety
 /// Must run inside a transaction with an active snapshot (a SQL function call).
 unsafe fn begin(rel_oid: pg_sys::Oid, index_oid: pg_sys::Oid, user: &str, model: &str) -> Result<Scan> {
+    // SAFETY: the caller's promise.
+    unsafe { begin_with(rel_oid, index_oid, user, model, false) }
+}
+
+/// [`begin`], and with `want_itup` the index tuples are returned too (`xs_itup`).
+///
+/// # Safety
+/// As [`begin`].
+unsafe fn begin_with(rel_oid: pg_sys::Oid, index_oid: pg_sys::Oid, user: &str, model: &str, want_itup: bool) -> Result<Scan> {
     let lock = pg_sys::AccessShareLock as pg_sys::LOCKMODE;
     let mut s = Scan {
         rel: std::ptr::null_mut(),
@@ -251,6 +260,7 @@ unsafe fn begin(rel_oid: pg_sys::Oid, index_oid: pg_sys::Oid, user: &str, model:
             snapshot = pg_sys::GetTransactionSnapshot();
         }
         s.scan = pg_sys::index_beginscan(s.rel, s.index, snapshot, 2, 0);
+        (*s.scan).xs_want_itup = want_itup;
         pg_sys::index_rescan(s.scan, keys.as_mut_ptr(), 2, std::ptr::null_mut(), 0);
     }
     Ok(s)
@@ -298,30 +308,13 @@ fn scan_active(
     mut f: impl FnMut(&Candidate) -> Result<bool>,
 ) -> Result<bool> {
     let (rel_oid, index_oid) = relations()?;
-    let cols = Columns {
-        id: attnum(rel_oid, c"id")?,
-        content: attnum(rel_oid, c"content")?,
-        predicate: attnum(rel_oid, c"predicate")?,
-        object_key: attnum(rel_oid, c"object_key")?,
-        task_id: attnum(rel_oid, c"task_id")?,
-        kind: attnum(rel_oid, c"kind")?,
-        emb: attnum(rel_oid, c"emb")?,
-        importance: attnum(rel_oid, c"importance")?,
-        active: attnum(rel_oid, c"active")?,
-        valid_until: attnum(rel_oid, c"valid_until")?,
-        expires_at: attnum(rel_oid, c"expires_at")?,
-        last_hit_at: attnum(rel_oid, c"last_hit_at")?,
-        created_at: attnum(rel_oid, c"created_at")?,
-        protected: attnum(rel_oid, c"protected")?,
-        archived_at: attnum(rel_oid, c"archived_at")?,
-        hit_count: attnum(rel_oid, c"hit_count")?,
-    };
+    let cols = Columns::of(rel_oid)?;
     let max_attr = cols.max();
     // SAFETY: called from a SQL function, inside its transaction and snapshot; every pointer is
     // released by `Scan`.
     let mut s = unsafe { begin(rel_oid, index_oid, user, model)? };
-    // SAFETY: the slots are made for the opened table and released by `Scan`; attributes are read
-    // only up to `max_attr` after slot_getsomeattrs, and only while a slot holds the tuple.
+    // SAFETY: the slots are made for the opened table and released by `Scan`; a candidate is made
+    // only from a slot that holds a tuple, and used only while it does.
     //
     // The rows are handed to `f` one behind the scan: row n is fetched into one slot and its
     // embedding prefetched into the CPU cache, then row n-1, still pinned in the other slot, is
@@ -349,54 +342,8 @@ fn scan_active(
             if read.is_multiple_of(1024) {
                 pgrx::check_for_interrupts!();
             }
-            if ((*slot).tts_nvalid as i32) < max_attr {
-                pg_sys::slot_getsomeattrs_int(slot, max_attr);
-            }
-            let values = (*slot).tts_values;
-            let nulls = (*slot).tts_isnull;
-            let get = |attno: usize| -> Option<pg_sys::Datum> {
-                if *nulls.add(attno - 1) {
-                    None
-                } else {
-                    Some(*values.add(attno - 1))
-                }
-            };
-            // The index holds active rows only, but the visible version decides.
-            if get(cols.active).map(|d| d.value() == 0).unwrap_or(true) {
+            let Some(c) = candidate(slot, &cols, max_attr, now, live_only, kinds) else {
                 continue;
-            }
-            let live = |attno: usize| get(attno).is_none_or(|d| (d.value() as i64) > now);
-            let expired = !live(cols.expires_at) || !live(cols.valid_until);
-            if expired && live_only {
-                continue;
-            }
-            let (Some(id), Some(emb), Some(kind), Some(content)) = (get(cols.id), get(cols.emb), get(cols.kind), get(cols.content)) else {
-                continue;
-            };
-            let kind: &str = <&str as pgrx::FromDatum>::from_datum(kind, false).unwrap_or("");
-            if let Some(ks) = kinds {
-                if !ks.iter().any(|k| k == kind) {
-                    continue;
-                }
-            }
-            prefetch_varlena(emb);
-            let c = Candidate {
-                id: id.value() as i64,
-                importance: get(cols.importance).map(|d| f32::from_bits(d.value() as u32)).unwrap_or(0.0),
-                last_hit: get(cols.last_hit_at).map(|d| d.value() as i64).unwrap_or(now),
-                episodic: kind == "episodic",
-                created: get(cols.created_at).map(|d| d.value() as i64).unwrap_or(now),
-                protected: get(cols.protected).map(|d| d.value() != 0).unwrap_or(false),
-                archived: get(cols.archived_at).is_some(),
-                hit_count: get(cols.hit_count).map(|d| d.value() as i32).unwrap_or(0),
-                expired,
-                tid: (*slot).tts_tid,
-                emb,
-                content,
-                predicate: get(cols.predicate),
-                object_key: get(cols.object_key),
-                procedural: kind == "procedural",
-                task_id: get(cols.task_id),
             };
             if let Some((previous, _)) = pending.replace((c, which)) {
                 if !f(&previous)? {
@@ -414,6 +361,98 @@ fn scan_active(
     }
     drop(s);
     Ok(true)
+}
+
+impl Columns {
+    fn of(rel_oid: pg_sys::Oid) -> Result<Columns> {
+        Ok(Columns {
+            id: attnum(rel_oid, c"id")?,
+            content: attnum(rel_oid, c"content")?,
+            predicate: attnum(rel_oid, c"predicate")?,
+            object_key: attnum(rel_oid, c"object_key")?,
+            task_id: attnum(rel_oid, c"task_id")?,
+            kind: attnum(rel_oid, c"kind")?,
+            emb: attnum(rel_oid, c"emb")?,
+            importance: attnum(rel_oid, c"importance")?,
+            active: attnum(rel_oid, c"active")?,
+            valid_until: attnum(rel_oid, c"valid_until")?,
+            expires_at: attnum(rel_oid, c"expires_at")?,
+            last_hit_at: attnum(rel_oid, c"last_hit_at")?,
+            created_at: attnum(rel_oid, c"created_at")?,
+            protected: attnum(rel_oid, c"protected")?,
+            archived_at: attnum(rel_oid, c"archived_at")?,
+            hit_count: attnum(rel_oid, c"hit_count")?,
+        })
+    }
+}
+
+/// The candidate in `slot`, when its visible version is active (and live, with `live_only`) and
+/// of one of `kinds`.
+///
+/// # Safety
+/// `slot` must hold a tuple of `agent_memory.memories` described by `cols`; the candidate is
+/// valid only while the slot holds it.
+unsafe fn candidate(
+    slot: *mut pg_sys::TupleTableSlot,
+    cols: &Columns,
+    max_attr: i32,
+    now: i64,
+    live_only: bool,
+    kinds: Option<&[String]>,
+) -> Option<Candidate> {
+    // SAFETY: the caller's promise; attributes are read only up to `max_attr`, after
+    // slot_getsomeattrs.
+    unsafe {
+        if ((*slot).tts_nvalid as i32) < max_attr {
+            pg_sys::slot_getsomeattrs_int(slot, max_attr);
+        }
+        let values = (*slot).tts_values;
+        let nulls = (*slot).tts_isnull;
+        let get = |attno: usize| -> Option<pg_sys::Datum> {
+            if *nulls.add(attno - 1) {
+                None
+            } else {
+                Some(*values.add(attno - 1))
+            }
+        };
+        // The index holds active rows only, but the visible version decides.
+        if get(cols.active).map(|d| d.value() == 0).unwrap_or(true) {
+            return None;
+        }
+        let live = |attno: usize| get(attno).is_none_or(|d| (d.value() as i64) > now);
+        let expired = !live(cols.expires_at) || !live(cols.valid_until);
+        if expired && live_only {
+            return None;
+        }
+        let (Some(id), Some(emb), Some(kind), Some(content)) = (get(cols.id), get(cols.emb), get(cols.kind), get(cols.content)) else {
+            return None;
+        };
+        let kind: &str = <&str as pgrx::FromDatum>::from_datum(kind, false).unwrap_or("");
+        if let Some(ks) = kinds {
+            if !ks.iter().any(|k| k == kind) {
+                return None;
+            }
+        }
+        prefetch_varlena(emb);
+        Some(Candidate {
+            id: id.value() as i64,
+            importance: get(cols.importance).map(|d| f32::from_bits(d.value() as u32)).unwrap_or(0.0),
+            last_hit: get(cols.last_hit_at).map(|d| d.value() as i64).unwrap_or(now),
+            episodic: kind == "episodic",
+            created: get(cols.created_at).map(|d| d.value() as i64).unwrap_or(now),
+            protected: get(cols.protected).map(|d| d.value() != 0).unwrap_or(false),
+            archived: get(cols.archived_at).is_some(),
+            hit_count: get(cols.hit_count).map(|d| d.value() as i32).unwrap_or(0),
+            expired,
+            tid: (*slot).tts_tid,
+            emb,
+            content,
+            predicate: get(cols.predicate),
+            object_key: get(cols.object_key),
+            procedural: kind == "procedural",
+            task_id: get(cols.task_id),
+        })
+    }
 }
 
 /// Asks the CPU to bring a varlena (an embedding in a pinned heap page) into its cache, up to
@@ -466,4 +505,188 @@ pub fn with_fresh_snapshot<R>(f: impl FnOnce() -> R) -> R {
     }
     let _pop = Pop;
     f()
+}
+
+/// The entries of `memories_user_model_active` for (user, model): each memory's id and where
+/// its row is, in id order, read from the index alone. Entries of row versions that are not
+/// visible (deleted, or not yet committed) are included: the caller reads the row to know.
+pub fn active_entries(user: &str, model: &str, out: &mut Vec<(i64, pg_sys::ItemPointerData)>) -> Result<()> {
+    let (rel_oid, index_oid) = relations()?;
+    // SAFETY: called from a SQL function; the scan is released by `Scan`.
+    let s = unsafe { begin_with(rel_oid, index_oid, user, model, true)? };
+    // SAFETY: index_getnext_tid returns NULL at the end; otherwise `xs_itup` is the index tuple
+    // of the entry (asked for with xs_want_itup), described by `xs_itupdesc`, and the index's
+    // third column is the bigint id.
+    unsafe {
+        if (*(*s.index).rd_index).indnatts < 3 {
+            return Err(missing("index memories_user_model_active on (user_id, embedding_model, id)"));
+        }
+        let mut values = [pg_sys::Datum::from(0usize); pg_sys::INDEX_MAX_KEYS as usize];
+        let mut nulls = [false; pg_sys::INDEX_MAX_KEYS as usize];
+        let mut read = 0u32;
+        loop {
+            let tid = pg_sys::index_getnext_tid(s.scan, pg_sys::ScanDirection::ForwardScanDirection);
+            if tid.is_null() {
+                break;
+            }
+            read = read.wrapping_add(1);
+            if read.is_multiple_of(4096) {
+                pgrx::check_for_interrupts!();
+            }
+            let itup = (*s.scan).xs_itup;
+            if itup.is_null() {
+                return Err(missing("index tuple"));
+            }
+            pg_sys::index_deform_tuple(itup, (*s.scan).xs_itupdesc, values.as_mut_ptr(), nulls.as_mut_ptr());
+            if nulls[2] {
+                continue;
+            }
+            out.push((values[2].value() as i64, *tid));
+        }
+    }
+    drop(s);
+    Ok(())
+}
+
+/// Reads rows of `agent_memory.memories` by their place (from [`active_entries`]), following
+/// HOT chains to the version the statement's snapshot sees.
+pub struct Fetcher {
+    rel: pg_sys::Relation,
+    fetch: *mut pg_sys::IndexFetchTableData,
+    slot: *mut pg_sys::TupleTableSlot,
+    snapshot: pg_sys::Snapshot,
+    cols: Columns,
+    max_attr: i32,
+}
+
+impl Fetcher {
+    pub fn new() -> Result<Fetcher> {
+        let (rel_oid, _) = relations()?;
+        let cols = Columns::of(rel_oid)?;
+        let max_attr = cols.max();
+        // SAFETY: inside a SQL call's transaction; the table is opened with the lock a SELECT
+        // takes, and everything is released by Drop.
+        unsafe {
+            let rel = pg_sys::table_open(rel_oid, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
+            let mut snapshot = pg_sys::GetActiveSnapshot();
+            if snapshot.is_null() {
+                snapshot = pg_sys::GetTransactionSnapshot();
+            }
+            let mut f = Fetcher { rel, fetch: std::ptr::null_mut(), slot: std::ptr::null_mut(), snapshot, cols, max_attr };
+            f.fetch = pg_sys::table_index_fetch_begin(rel);
+            f.slot = pg_sys::table_slot_create(rel, std::ptr::null_mut());
+            Ok(f)
+        }
+    }
+
+    /// Calls `f` with the candidate at `tid`, when the version this statement sees there is an
+    /// active memory (live, of one of `kinds`); returns what `f` returned, or `None`.
+    pub fn fetch<R>(
+        &mut self,
+        tid: pg_sys::ItemPointerData,
+        kinds: Option<&[String]>,
+        now: i64,
+        f: impl FnOnce(&Candidate) -> Result<R>,
+    ) -> Result<Option<R>> {
+        let mut tid = tid;
+        let mut call_again = false;
+        let mut all_dead = false;
+        // SAFETY: `fetch` and `slot` belong to the open table; the slot holds the tuple (its buffer
+        // pinned) until the next fetch or the end, and the candidate lives only during `f`.
+        unsafe {
+            let found = pg_sys::table_index_fetch_tuple(self.fetch, &mut tid, self.snapshot, self.slot, &mut call_again, &mut all_dead);
+            if !found {
+                return Ok(None);
+            }
+            match candidate(self.slot, &self.cols, self.max_attr, now, true, kinds) {
+                Some(c) => f(&c).map(Some),
+                None => Ok(None),
+            }
+        }
+    }
+}
+
+impl Drop for Fetcher {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            return;
+        }
+        // SAFETY: each pointer was made in `new` and is released once, in reverse order.
+        unsafe {
+            if !self.slot.is_null() {
+                pg_sys::ExecDropSingleTupleTableSlot(self.slot);
+            }
+            if !self.fetch.is_null() {
+                pg_sys::table_index_fetch_end(self.fetch);
+            }
+            pg_sys::table_close(self.rel, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
+        }
+    }
+}
+
+/// The pack tables, when this schema has them.
+fn pack_relations() -> Result<Option<(pg_sys::Oid, pg_sys::Oid, pg_sys::Oid, pg_sys::Oid)>> {
+    // SAFETY: a syscache lookup; missing_ok = true returns InvalidOid.
+    let namespace = unsafe { pg_sys::get_namespace_oid(c"agent_memory".as_ptr(), true) };
+    if namespace == pg_sys::Oid::INVALID {
+        return Err(missing("schema"));
+    }
+    // SAFETY: syscache lookups by name; InvalidOid when there is none.
+    let oids = unsafe {
+        [c"memory_packs", c"memory_packs_pkey", c"memory_pack_stale", c"memory_pack_stale_user"]
+            .map(|n| pg_sys::get_relname_relid(n.as_ptr(), namespace))
+    };
+    if oids.contains(&pg_sys::Oid::INVALID) {
+        return Ok(None);
+    }
+    Ok(Some((oids[0], oids[1], oids[2], oids[3])))
+}
+
+/// Calls `f` with the payload of each pack of (user, model) in pack order; returns whether the
+/// schema has packs at all.
+pub fn for_each_pack(user: &str, model: &str, mut f: impl FnMut(&[u8]) -> Result<()>) -> Result<bool> {
+    let Some((packs, packs_pkey, _, _)) = pack_relations()? else {
+        return Ok(false);
+    };
+    let payload = attnum(packs, c"payload")?;
+    // SAFETY: called from a SQL function; the scan and slot are released by `Scan`; the payload
+    // is read while the slot holds the tuple.
+    unsafe {
+        let mut s = begin(packs, packs_pkey, user, model)?;
+        s.slot = pg_sys::table_slot_create(s.rel, std::ptr::null_mut());
+        while pg_sys::index_getnext_slot(s.scan, pg_sys::ScanDirection::ForwardScanDirection, s.slot) {
+            pg_sys::slot_getsomeattrs_int(s.slot, payload as i32);
+            if *(*s.slot).tts_isnull.add(payload - 1) {
+                continue;
+            }
+            let bytes = crate::vector::bytes_of(*(*s.slot).tts_values.add(payload - 1));
+            f(bytes)?;
+        }
+        drop(s);
+    }
+    Ok(true)
+}
+
+/// The ids of (user, model) whose packed copy may be out of date (`memory_pack_stale`).
+pub fn stale_ids(user: &str, model: &str) -> Result<Vec<i64>> {
+    let Some((_, _, stale, stale_index)) = pack_relations()? else {
+        return Ok(Vec::new());
+    };
+    let id = attnum(stale, c"id")?;
+    let mut out = Vec::new();
+    // SAFETY: as in `for_each_pack`.
+    unsafe {
+        let mut s = begin(stale, stale_index, user, model)?;
+        s.slot = pg_sys::table_slot_create(s.rel, std::ptr::null_mut());
+        while pg_sys::index_getnext_slot(s.scan, pg_sys::ScanDirection::ForwardScanDirection, s.slot) {
+            pg_sys::slot_getsomeattrs_int(s.slot, id as i32);
+            if !*(*s.slot).tts_isnull.add(id - 1) {
+                out.push((*(*s.slot).tts_values.add(id - 1)).value() as i64);
+            }
+        }
+        drop(s);
+    }
+    out.sort_unstable();
+    out.dedup();
+    Ok(out)
 }

@@ -421,3 +421,16 @@ pub unsafe fn text_of<'a>(datum: pg_sys::Datum) -> std::borrow::Cow<'a, str> {
         }
     }
 }
+
+/// The bytes of a `bytea` datum (detoasted if needed: then a copy in the current memory context).
+///
+/// # Safety
+/// `datum` must be a non-null datum of type `bytea`, valid for the current memory context; the
+/// slice is valid as long as the datum is.
+pub unsafe fn bytes_of<'a>(datum: pg_sys::Datum) -> &'a [u8] {
+    // SAFETY: the caller's promise; as in `text_of`.
+    unsafe {
+        let v = pg_sys::pg_detoast_datum_packed(datum.cast_mut_ptr());
+        std::slice::from_raw_parts(pgrx::vardata_any(v) as *const u8, pgrx::varsize_any_exhdr(v))
+    }
+}

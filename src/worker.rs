@@ -1,6 +1,7 @@
 //! The background workers: one per database of `agent_memory.worker_databases`, each running
-//! forgetting every `agent_memory.forget_interval` and consolidation every
-//! `agent_memory.consolidate_interval`.
+//! forgetting every `agent_memory.forget_interval`, consolidation every
+//! `agent_memory.consolidate_interval`, and the rebuild of out-of-date packs (recall's packed
+//! embeddings) every `agent_memory.pack_interval`.
 //!
 //! A launcher (connected to no database) starts them: each database's worker once the database
 //! exists, so a database that is not created yet is waited for quietly (a worker started for a
@@ -206,7 +207,8 @@ SELECT s.name::text, coalesce(f.setting, s.boot_val)::text \
    AND s.context OPERATOR(pg_catalog.<>) 'postmaster'";
 
 /// Makes the worker's session independent of what a database owner can set: the search path is
-/// `pg_catalog, pg_temp`, and every `agent_memory.*` setting has its server-wide value. Called
+/// `pg_catalog, pg_temp`, transactions are READ COMMITTED, and every `agent_memory.*` setting has
+/// its server-wide value. Called
 /// after connecting and after every reload of the configuration.
 fn pin_session() -> Result<()> {
     in_transaction(|| {
@@ -214,6 +216,11 @@ fn pin_session() -> Result<()> {
             client
                 .select("SELECT pg_catalog.set_config('search_path', $1, false)", None, &[WORKER_SEARCH_PATH.into()])
                 .map_err(spi("setting the worker's search path"))?;
+            // Each statement of a unit sees what committed before it (the pack rebuild relies on
+            // it), whatever default a database sets.
+            client
+                .select("SELECT pg_catalog.set_config('default_transaction_isolation', 'read committed', false)", None, &[])
+                .map_err(spi("setting the worker's isolation level"))?;
             let mut pinned = Vec::new();
             for row in client.select(SERVER_WIDE_SETTINGS, None, &[]).map_err(spi("reading the server-wide settings"))? {
                 let name: Option<String> = row.get(1).map_err(spi("reading the server-wide settings"))?;
@@ -381,9 +388,51 @@ fn mark_orphans() {
     }
 }
 
+/// How many (user, model) pairs one pack pass rebuilds at most.
+const PACKS_PER_PASS: i64 = 500;
+
+/// Rebuilds the packs that are out of date (`api::pack::due`), each user and model in a
+/// transaction of its own.
+fn run_pack_pass(role: &str) {
+    let started = Instant::now();
+    let due = match in_transaction_as(role, |c| crate::api::pack::due(c, PACKS_PER_PASS)) {
+        Ok(d) => d,
+        Err(e) => {
+            warning!("agent_memory: pack pass could not run: {}", e.message);
+            return;
+        }
+    };
+    let (mut built, mut memories) = (0, 0);
+    for (user, model) in &due {
+        reload_config_if_asked();
+        if shutdown_requested() {
+            break;
+        }
+        match in_transaction_as(role, |c| crate::api::pack::build(c, user, model)) {
+            Ok(n) => {
+                built += 1;
+                memories += n;
+            }
+            Err(e) => warning!("agent_memory: packing the memories of one user failed: {}", e.message),
+        }
+    }
+    if built > 0 {
+        log!("agent_memory: pack pass done in {:.1} s: {built} user(s) and model(s), {memories} memories", started.elapsed().as_secs_f64());
+    }
+}
+
 /// Runs the jobs that are due; returns how long to sleep until the next one.
-fn run_due_jobs(role: &str, since: Instant) -> Duration {
+fn run_due_jobs(role: &str, since: Instant, last_pack: &mut Option<Instant>) -> Duration {
     let mut sleep = MAX_SLEEP;
+    let interval = gucs::pack_interval();
+    match last_pack.map(|t| t.elapsed()) {
+        Some(e) if e < interval => sleep = sleep.min(interval - e),
+        _ => {
+            run_pack_pass(role);
+            *last_pack = Some(Instant::now());
+            sleep = sleep.min(interval);
+        }
+    }
     for (job, interval) in [(Job::Forget, gucs::forget_interval()), (Job::Consolidate, gucs::consolidate_interval())] {
         if shutdown_requested() {
             break;
@@ -439,6 +488,7 @@ pub extern "C-unwind" fn agent_memory_worker_main(_arg: pg_sys::Datum) {
     let mut orphans_marked = false;
     let mut said_missing = false;
     let mut said_outdated = false;
+    let mut last_pack = None;
     loop {
         reload_config_if_asked();
         if shutdown_requested() {
@@ -468,7 +518,7 @@ pub extern "C-unwind" fn agent_memory_worker_main(_arg: pg_sys::Datum) {
                         orphans_marked = true;
                     }
                     if gucs::workers_enabled() {
-                        sleep = run_due_jobs(&role, since);
+                        sleep = run_due_jobs(&role, since, &mut last_pack);
                     }
                 }
                 Err(e) => warning!("agent_memory: could not look for the extension: {}", e.message),

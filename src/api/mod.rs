@@ -7,6 +7,7 @@ pub mod context;
 pub mod decay;
 pub mod forget;
 pub mod index;
+pub mod pack;
 pub mod policy;
 pub mod recall;
 pub mod reconcile;

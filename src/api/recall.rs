@@ -112,7 +112,7 @@ UPDATE agent_memory.memories m SET last_hit_at = now(), hit_count = m.hit_count 
   FROM locked WHERE m.id = locked.id \
 RETURNING m.id, m.content, m.kind, m.subject, m.predicate, m.object, m.importance, m.created_at";
 
-fn dimension_mismatch(query: usize, model: &str, stored: usize) -> MemoryError {
+pub(crate) fn dimension_mismatch(query: usize, model: &str, stored: usize) -> MemoryError {
     MemoryError::data_exception(format!("the query has {query} dimensions but the memories of model \"{model}\" have {stored}"))
         .detail("A query only meets memories of its own embedding model, and one model has one dimension.")
         .hint("Pass model => the name of the model that made the query vector.")
@@ -179,7 +179,7 @@ enum Channels {
 /// The vector ranking of one call: either every candidate scored with decay by age (scope
 /// `all`, or no decay), or a pool in which decay applies only to memories that compete
 /// (`agent_memory_core::rank`).
-struct VectorRanker {
+pub(crate) struct VectorRanker {
     scorer: agent_memory_core::decay::Scorer,
     floors: (f64, f64),
     competing: Option<(agent_memory_core::rank::Pool, f64)>,
@@ -214,6 +214,55 @@ impl VectorRanker {
                     });
                 }
             }
+        }
+    }
+
+    /// Scores a candidate of the exact path (unless it is archived and those are left out, or
+    /// below `min_similarity`) and returns its similarity.
+    pub(crate) fn offer_candidate(
+        &mut self,
+        c: &crate::scan::Candidate,
+        q: &[f32],
+        model: &str,
+        min_similarity: f64,
+        now: i64,
+        scratch: &mut Vec<f32>,
+    ) -> Result<f64> {
+        // A standing instruction never decays.
+        let age_hours = if c.procedural { 0.0 } else { agent_memory_core::decay::age_hours(now, c.last_hit) };
+        let emb = c.emb()?;
+        if emb.dims() != q.len() {
+            return Err(dimension_mismatch(q.len(), model, emb.dims()));
+        }
+        Ok(emb.with_f32(scratch, |x| {
+            let similarity = vecmath::cosine_with_unit(q, x);
+            if similarity >= min_similarity {
+                self.offer(c.id, similarity, age_hours, c.importance as f64, c.episodic, c.created, x);
+            }
+            similarity
+        }))
+    }
+
+    /// The score a new candidate must beat, once as many are kept as the ranking needs: the pool's
+    /// score before decay, or the top's score.
+    pub(crate) fn threshold(&self) -> Option<f64> {
+        match &self.competing {
+            None => self.top.threshold().map(|r| r.score),
+            Some((pool, _)) => pool.threshold(),
+        }
+    }
+
+    /// The range of the factor that multiplies a memory's similarity into the score the ranking
+    /// keeps by, for a memory whose importance is at most `importance`: the importance factor
+    /// (importance anywhere in 0..=importance), times the decay (0..=1) when every memory decays.
+    pub(crate) fn factor_range(&self, importance: f64) -> (f64, f64) {
+        let w = self.scorer.importance;
+        let (a, b) = (w.factor(0.0), w.factor(importance));
+        let (f_lo, f_hi) = (a.min(b), a.max(b));
+        if self.competing.is_some() || self.scorer.mode == agent_memory_core::decay::DecayMode::None {
+            (f_lo, f_hi)
+        } else {
+            (f_lo.min(0.0), f_hi.max(0.0))
         }
     }
 
@@ -322,52 +371,51 @@ pub fn recall(user_id: Option<&str>, query: Option<&VectorDatum>, opts: RecallOp
         let mut index = None;
         let mut scratch = Vec::new();
         let now = crate::pg::transaction_start();
-        let complete = crate::scan::for_each_candidate(user, &model, kinds.as_deref(), now, |c| {
-            if c.archived && !include_archived {
-                return Ok(true);
-            }
-            if lineage.is_some() {
-                let task = c.task_id();
-                if !in_lineage(&lineage, untasked, task.as_deref()) {
+        // A vector-only call reads the user's packed embeddings when there are some, and the
+        // exact rows only of the memories that can make the result (see api/pack.rs).
+        let packed = if channels == Channels::Vector && lineage.is_none() && gucs::packed_recall() {
+            crate::api::pack::rank_packed(user, &model, kinds.as_deref(), include_archived, &q, min_similarity, now, &mut vector)?
+        } else {
+            None
+        };
+        if let Some(n) = packed {
+            seen = n;
+        }
+        let complete = packed.is_some()
+            || crate::scan::for_each_candidate(user, &model, kinds.as_deref(), now, |c| {
+                if c.archived && !include_archived {
                     return Ok(true);
                 }
-            }
-            seen += 1;
-            if exact_limit != usize::MAX && seen == CHECK_SIZE_AT.min(exact_limit) + 1 {
-                index = crate::api::index::model_index(client, &model)?;
-                if index.is_some() {
-                    if crate::scan::count_entries(user, &model, exact_limit + 1)? > exact_limit {
-                        return Ok(false);
+                if lineage.is_some() {
+                    let task = c.task_id();
+                    if !in_lineage(&lineage, untasked, task.as_deref()) {
+                        return Ok(true);
                     }
-                    index = None;
                 }
-            }
-            // A standing instruction never decays.
-            let age_hours = if c.procedural { 0.0 } else { agent_memory_core::decay::age_hours(now, c.last_hit) };
-            if channels != Channels::Keyword {
-                let emb = c.emb()?;
-                if emb.dims() != q.len() {
-                    return Err(dimension_mismatch(q.len(), &model, emb.dims()));
+                seen += 1;
+                if exact_limit != usize::MAX && seen == CHECK_SIZE_AT.min(exact_limit) + 1 {
+                    index = crate::api::index::model_index(client, &model)?;
+                    if index.is_some() {
+                        if crate::scan::count_entries(user, &model, exact_limit + 1)? > exact_limit {
+                            return Ok(false);
+                        }
+                        index = None;
+                    }
                 }
-                emb.with_f32(&mut scratch, |x| -> Result<()> {
-                    let similarity = vecmath::cosine_with_unit(&q, x);
+                if channels != Channels::Keyword {
+                    let similarity = vector.offer_candidate(c, &q, &model, min_similarity, now, &mut scratch)?;
                     if channels == Channels::Hybrid {
                         similarities.push((c.id, similarity as f32));
                     }
-                    if similarity >= min_similarity {
-                        vector.offer(c.id, similarity, age_hours, c.importance as f64, c.episodic, c.created, x);
-                    }
-                    Ok(())
-                })?;
-            }
-            if let Some(kw) = keyword.as_mut() {
-                kw.add(c.id, &c.content());
-            }
-            if let Some(r) = recency.as_mut() {
-                r.push(Ranked { id: c.id, score: c.last_hit as f64, similarity: 0.0 });
-            }
-            Ok(true)
-        })?;
+                }
+                if let Some(kw) = keyword.as_mut() {
+                    kw.add(c.id, &c.content());
+                }
+                if let Some(r) = recency.as_mut() {
+                    r.push(Ranked { id: c.id, score: c.last_hit as f64, similarity: 0.0 });
+                }
+                Ok(true)
+            })?;
         let mut path = "exact";
         let mut vector_ranked = Vec::new();
         if channels != Channels::Keyword {

@@ -238,6 +238,7 @@ fn row(scenario: &str, method: &str, m: &Measured) -> Vec<String> {
 fn main() {
     let sets = [
         Set { db: "am_bench_recall_50k", model: "m512", dims: 512, users: vec![("u".into(), scaled(50), 1000)], hnsw: true },
+        Set { db: "am_bench_recall_400k", model: "m512", dims: 512, users: vec![("u".into(), scaled(200), 1000)], hnsw: false },
         Set { db: "am_bench_recall_1m", model: "m512", dims: 512, users: vec![("u".into(), scaled(1000), 1000)], hnsw: false },
         Set { db: "am_bench_recall_1m_384", model: "m384", dims: 384, users: vec![("v".into(), scaled(1000), 1000)], hnsw: false },
         Set {
@@ -273,6 +274,22 @@ fn main() {
             c.query_one("SELECT agent_memory.memory_create_index($1)", &[&set.model]).unwrap();
             notes.push(format!("  (HNSW index for the model built in {:.1} s)", t.elapsed().as_secs_f64()));
         }
+        // The packs the background worker builds for users above pack_min_memories, built here at
+        // once (recall is measured with them, and without them in the same run).
+        let t = Instant::now();
+        let packed: i64 = c
+            .query_one(
+                "SELECT coalesce(sum(agent_memory.memory_pack(u)), 0)::bigint FROM (SELECT DISTINCT user_id AS u FROM agent_memory.memories) s",
+                &[],
+            )
+            .unwrap()
+            .get(0);
+        notes.push(format!(
+            "  (packs for {packed} memories built in {:.1} s: {:.0} memories/s)",
+            t.elapsed().as_secs_f64(),
+            packed as f64 / t.elapsed().as_secs_f64()
+        ));
+        c.batch_execute("VACUUM ANALYZE agent_memory.memory_packs").unwrap();
         // Queries: for each scenario, users and query vectors near the data's clusters.
         let mut rng = Rng(900 + si as u64);
         let cs = centers(&mut Rng(100 + si as u64), 200, set.dims);
@@ -310,6 +327,14 @@ fn main() {
             rows.push(row(&name, &format!("(A) memory_recall ({path} path), decay_scope = 'all'"), &a));
             let a_default = measure(&mut c, &recall_sql, "SELECT 1", &queries, reps);
             rows.push(row(&name, "(A) memory_recall, default ranking (competing decay)", &a_default));
+            let a_rows = measure(&mut c, &recall_sql, "SET agent_memory.packed_recall = off", &queries, reps);
+            rows.push(row(&name, "(A) memory_recall, default ranking, packs off (every candidate's row)", &a_rows));
+            let none_sql = format!(
+                "SELECT id FROM agent_memory.memory_recall($1, $2::vector, {K}, model => '{}', touch => false, decay => 'none')",
+                set.model
+            );
+            let a_none = measure(&mut c, &none_sql, "SELECT 1", &queries, reps);
+            rows.push(row(&name, "(A) memory_recall, decay => 'none' (similarity × importance)", &a_none));
             if !set.db.contains("large") {
                 let hybrid_sql = format!(
                     "SELECT id FROM agent_memory.memory_recall($1, $2::vector, {K}, model => '{}', touch => false, \
@@ -382,6 +407,14 @@ fn main() {
                 reps,
             );
             rows.push(row(&name, "(D') exact by similarity only, SQL", &d));
+            let plain_p50 = percentile_ms(&d.lat, 0.5);
+            notes.push(format!(
+                "  p50 against the plain ORDER BY (D') ({name}): default {:.2}×, packs off {:.2}×, decay 'none' {:.2}×, reference SQL (B) {:.2}×",
+                percentile_ms(&a_default.lat, 0.5) / plain_p50,
+                percentile_ms(&a_rows.lat, 0.5) / plain_p50,
+                percentile_ms(&a_none.lat, 0.5) / plain_p50,
+                percentile_ms(&b.lat, 0.5) / plain_p50
+            ));
         }
         drop(c);
         let mut admin = connect("postgres");

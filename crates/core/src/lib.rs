@@ -9,6 +9,7 @@
 //! * [`rank`]: recall's vector ranking, where time decides only between memories that compete;
 //! * [`text`] and [`keyword`]: tokenising English and Chinese, BM25 and reciprocal rank fusion;
 //! * [`vecmath`]: dot products, norms and validation of embeddings;
+//! * [`pack`]: embeddings quantised to 8 bits, many to a page, with provable similarity bounds;
 //! * [`policy`]: importance when none is given, and retention;
 //! * [`reconcile`]: the ADD / UPDATE / DELETE / NONE decision for a candidate fact;
 //! * [`polarity`]: negation in English and Chinese, and comparing statements by their words;
@@ -22,6 +23,7 @@ pub mod context;
 pub mod decay;
 pub mod forget;
 pub mod keyword;
+pub mod pack;
 pub mod polarity;
 pub mod policy;
 pub mod rank;

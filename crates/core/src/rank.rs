@@ -71,6 +71,11 @@ impl Pool {
         self.0.is_empty()
     }
 
+    /// The score before decay a candidate must beat to enter, once the pool is full.
+    pub fn threshold(&self) -> Option<f64> {
+        self.0.threshold().map(|r| r.score)
+    }
+
     /// The entries, best before decay first.
     pub fn into_entries(self) -> Vec<PoolEntry> {
         self.0.into_sorted_with().into_iter().map(|(_, e)| e).collect()

@@ -1,0 +1,371 @@
+//! Packed embeddings: a user's memories quantised to 8 bits and stored many to a page, so that
+//! recall reads one page per dozen memories instead of one heap page per memory, and reads the
+//! exact embedding only of the memories that can still make the result.
+//!
+//! Each embedding `x` is stored as a scale `s`, codes `c` (`i8`, `|cᵢ| ≤ 127`), its norm `|x|`
+//! and the norm of the rounding error `|e|` where `x = s·c + e`. For a query `q`,
+//!
+//! ```text
+//! q·x = s·(q·c) + q·e   and   |q·e| ≤ |q|·|e|     (Cauchy–Schwarz)
+//! ```
+//!
+//! so the cosine `q·x / (|q|·|x|)` lies within `(s·(q·c) ± |q|·|e|) / (|q|·|x|)`, widened by a
+//! margin for floating-point rounding ([`Query::margin`]). Recall uses the upper end to decide
+//! which memories it must read exactly: a memory whose bound is below the score of the last
+//! result kept cannot enter the result. Results are therefore exact, whatever the data.
+//!
+//! A pack is a byte string: a 12-byte header (format, dimensions, count) and `count` entries in
+//! ascending id, each `id i64, importance f32, scale f32, norm f32, error f32, codes [i8; dims]`,
+//! little-endian.
+
+/// The format byte of packs this code writes.
+pub const FORMAT: u8 = 1;
+const HEADER: usize = 12;
+const ENTRY_FIXED: usize = 24;
+
+/// Bytes of one entry for `dims` dimensions.
+pub fn entry_size(dims: usize) -> usize {
+    ENTRY_FIXED + dims
+}
+
+/// How many entries fit in a pack of at most `max_bytes` (0 when not even one does).
+pub fn capacity(dims: usize, max_bytes: usize) -> usize {
+    max_bytes.saturating_sub(HEADER) / entry_size(dims)
+}
+
+/// One embedding, quantised.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Quantized {
+    pub scale: f32,
+    pub norm: f32,
+    /// `|x - scale·codes|`, rounded up.
+    pub error: f32,
+    pub codes: Vec<i8>,
+}
+
+/// Quantises `x` to 8 bits with one scale: `codes = round(x / scale)`, `scale = max|xᵢ| / 127`.
+pub fn quantize(x: &[f32]) -> Quantized {
+    let max = x.iter().fold(0f32, |m, v| m.max(v.abs()));
+    let scale = if max > 0.0 && max.is_finite() { max / 127.0 } else { 0.0 };
+    let codes: Vec<i8> = x.iter().map(|&v| if scale > 0.0 { (v / scale).round().clamp(-127.0, 127.0) as i8 } else { 0 }).collect();
+    let mut err2 = 0f64;
+    let mut norm2 = 0f64;
+    for (&v, &c) in x.iter().zip(&codes) {
+        let d = v as f64 - scale as f64 * c as f64;
+        err2 += d * d;
+        norm2 += v as f64 * v as f64;
+    }
+    // Stored as f32, rounded up: an upper bound stays an upper bound.
+    let error = up(err2.sqrt() * (1.0 + 1e-6) + 1e-12);
+    Quantized { scale, norm: norm2.sqrt() as f32, error, codes }
+}
+
+/// The smallest f32 at or above `v` (v ≥ 0).
+fn up(v: f64) -> f32 {
+    let f = v as f32;
+    if (f as f64) < v {
+        f32::from_bits(f.to_bits() + 1)
+    } else {
+        f
+    }
+}
+
+/// Builds one pack.
+pub struct PackWriter {
+    dims: usize,
+    count: u32,
+    buf: Vec<u8>,
+}
+
+impl PackWriter {
+    pub fn new(dims: usize, capacity: usize) -> Self {
+        let mut buf = Vec::with_capacity(HEADER + capacity * entry_size(dims));
+        buf.extend_from_slice(&[FORMAT, 0, 0, 0]);
+        buf.extend_from_slice(&(dims as u32).to_le_bytes());
+        buf.extend_from_slice(&0u32.to_le_bytes());
+        PackWriter { dims, count: 0, buf }
+    }
+
+    /// Appends a memory; ids must come in ascending order.
+    pub fn push(&mut self, id: i64, importance: f32, q: &Quantized) {
+        debug_assert_eq!(q.codes.len(), self.dims);
+        self.buf.extend_from_slice(&id.to_le_bytes());
+        self.buf.extend_from_slice(&importance.to_le_bytes());
+        self.buf.extend_from_slice(&q.scale.to_le_bytes());
+        self.buf.extend_from_slice(&q.norm.to_le_bytes());
+        self.buf.extend_from_slice(&q.error.to_le_bytes());
+        self.buf.extend(q.codes.iter().map(|&c| c as u8));
+        self.count += 1;
+    }
+
+    pub fn len(&self) -> usize {
+        self.count as usize
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    pub fn finish(mut self) -> Vec<u8> {
+        self.buf[8..12].copy_from_slice(&self.count.to_le_bytes());
+        self.buf
+    }
+}
+
+/// A pack read in place.
+#[derive(Clone, Copy, Debug)]
+pub struct Pack<'a> {
+    dims: usize,
+    count: usize,
+    entries: &'a [u8],
+}
+
+/// One entry of a pack.
+#[derive(Clone, Copy, Debug)]
+pub struct Entry<'a> {
+    pub id: i64,
+    pub importance: f32,
+    pub scale: f32,
+    pub norm: f32,
+    pub error: f32,
+    /// The codes, each byte an `i8`.
+    pub codes: &'a [u8],
+}
+
+fn f32_at(b: &[u8], at: usize) -> f32 {
+    f32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+
+impl<'a> Pack<'a> {
+    /// Reads a pack; `None` when the bytes are not a pack of this format.
+    pub fn parse(bytes: &'a [u8]) -> Option<Pack<'a>> {
+        if bytes.len() < HEADER || bytes[0] != FORMAT {
+            return None;
+        }
+        let dims = u32::from_le_bytes(bytes[4..8].try_into().ok()?) as usize;
+        let count = u32::from_le_bytes(bytes[8..12].try_into().ok()?) as usize;
+        let entries = &bytes[HEADER..];
+        if dims == 0 || entries.len() != count.checked_mul(entry_size(dims))? {
+            return None;
+        }
+        Some(Pack { dims, count, entries })
+    }
+
+    pub fn dims(&self) -> usize {
+        self.dims
+    }
+
+    pub fn len(&self) -> usize {
+        self.count
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// The id of entry `i`, without reading the rest.
+    pub fn id(&self, i: usize) -> i64 {
+        let at = i * entry_size(self.dims);
+        i64::from_le_bytes(self.entries[at..at + 8].try_into().expect("8 bytes"))
+    }
+
+    pub fn entry(&self, i: usize) -> Entry<'a> {
+        let at = i * entry_size(self.dims);
+        let e = &self.entries[at..at + entry_size(self.dims)];
+        let codes = &e[ENTRY_FIXED..];
+        Entry {
+            id: i64::from_le_bytes(e[0..8].try_into().expect("8 bytes")),
+            importance: f32_at(e, 8),
+            scale: f32_at(e, 12),
+            norm: f32_at(e, 16),
+            error: f32_at(e, 20),
+            codes,
+        }
+    }
+}
+
+/// A query prepared for bounding similarities against packs.
+pub struct Query {
+    q: Vec<f32>,
+    norm: f64,
+    margin: f64,
+}
+
+impl Query {
+    pub fn new(q: &[f32]) -> Self {
+        let norm = crate::vecmath::norm(q);
+        Query { q: q.to_vec(), norm, margin: Self::margin(q.len()) }
+    }
+
+    /// The allowance for rounding, in cosine units: the exact path sums `d` products in 16
+    /// float lanes (error at most about `(d/16 + 1)·2⁻²⁴` of the magnitudes summed, which are at
+    /// most 1 here), and so does this bound; a quarter of `d` units of `f32::EPSILON` covers both
+    /// with room to spare.
+    pub fn margin(dims: usize) -> f64 {
+        (dims as f64 / 4.0 + 64.0) * f32::EPSILON as f64 + 1e-7
+    }
+
+    /// Lower and upper bounds of the cosine similarity of the query and the entry's embedding.
+    pub fn bounds(&self, e: &Entry<'_>) -> (f64, f64) {
+        if e.norm <= 0.0 || self.norm <= 0.0 || e.codes.len() != self.q.len() {
+            return (-1.0, 1.0);
+        }
+        let centre = e.scale as f64 * dot_i8(&self.q, e.codes);
+        let spread = self.norm * e.error as f64;
+        let denom = self.norm * e.norm as f64;
+        let lo = ((centre - spread) / denom - self.margin).max(-1.0);
+        let hi = ((centre + spread) / denom + self.margin).min(1.0);
+        (lo, hi)
+    }
+}
+
+/// The largest value of `s·f` for `s` in `[s_lo, s_hi]` and `f` in `[f_lo, f_hi]`.
+pub fn product_upper_bound(s_lo: f64, s_hi: f64, f_lo: f64, f_hi: f64) -> f64 {
+    [s_lo * f_lo, s_lo * f_hi, s_hi * f_lo, s_hi * f_hi].into_iter().fold(f64::NEG_INFINITY, f64::max)
+}
+
+/// `Σ qᵢ·cᵢ` in 16 float lanes, each byte of `c` an `i8`.
+pub fn dot_i8(q: &[f32], c: &[u8]) -> f64 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU supports AVX2, checked just above.
+            return unsafe { dot_i8_avx2(q, c) };
+        }
+    }
+    dot_i8_portable(q, c)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn dot_i8_avx2(q: &[f32], c: &[u8]) -> f64 {
+    dot_i8_portable(q, c)
+}
+
+#[inline(always)]
+fn dot_i8_portable(q: &[f32], c: &[u8]) -> f64 {
+    const W: usize = 16;
+    let n = q.len().min(c.len());
+    let mut acc = [0f32; W];
+    let (cq, cc) = (q[..n].chunks_exact(W), c[..n].chunks_exact(W));
+    let (rq, rc) = (cq.remainder(), cc.remainder());
+    for (x, y) in cq.zip(cc) {
+        for l in 0..W {
+            acc[l] += x[l] * (y[l] as i8) as f32;
+        }
+    }
+    let mut s: f64 = acc.iter().map(|&v| v as f64).sum();
+    for (x, y) in rq.iter().zip(rc) {
+        s += (*x as f64) * ((*y as i8) as f64);
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::vecmath;
+
+    struct Lcg(u64);
+    impl Lcg {
+        fn f(&mut self) -> f32 {
+            self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            ((self.0 >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        }
+        fn v(&mut self, d: usize) -> Vec<f32> {
+            (0..d).map(|_| self.f()).collect()
+        }
+    }
+
+    #[test]
+    fn the_bounds_contain_the_exact_cosine() {
+        let mut r = Lcg(7);
+        for &d in &[1usize, 3, 17, 64, 512, 1536] {
+            let q = vecmath::normalized(&r.v(d));
+            let query = Query::new(&q);
+            for i in 0..200 {
+                let mut x = r.v(d);
+                // Some near the query, some far, some with one dominant element.
+                if i % 3 == 0 {
+                    for (a, b) in x.iter_mut().zip(&q) {
+                        *a = *a * 0.05 + b;
+                    }
+                }
+                if i % 7 == 0 {
+                    x[0] = 40.0;
+                }
+                let x = vecmath::normalized(&x);
+                let exact = vecmath::cosine_with_unit(&q, &x);
+                let qz = quantize(&x);
+                let mut w = PackWriter::new(d, 1);
+                w.push(i, 0.5, &qz);
+                let bytes = w.finish();
+                let p = Pack::parse(&bytes).unwrap();
+                let (lo, hi) = query.bounds(&p.entry(0));
+                assert!(lo <= exact && exact <= hi, "d={d} i={i}: {lo} <= {exact} <= {hi}");
+                assert!(hi - lo < 0.2, "d={d}: the bound is useful ({lo}..{hi})");
+            }
+        }
+    }
+
+    #[test]
+    fn the_bound_is_tight_enough_to_skip_most_memories() {
+        let mut r = Lcg(11);
+        let d = 512;
+        let q = vecmath::normalized(&r.v(d));
+        let query = Query::new(&q);
+        let x = vecmath::normalized(&r.v(d));
+        let (lo, hi) = query.bounds(
+            &Pack::parse(&{
+                let mut w = PackWriter::new(d, 1);
+                w.push(1, 0.5, &quantize(&x));
+                w.finish()
+            })
+            .unwrap()
+            .entry(0),
+        );
+        assert!(hi - lo < 0.03, "{lo}..{hi}");
+    }
+
+    #[test]
+    fn a_pack_round_trips_and_rejects_other_bytes() {
+        let mut r = Lcg(3);
+        let d = 8;
+        let mut w = PackWriter::new(d, capacity(d, 1000));
+        for id in [3i64, 9, 12] {
+            w.push(id, id as f32 / 20.0, &quantize(&r.v(d)));
+        }
+        assert_eq!(w.len(), 3);
+        let b = w.finish();
+        let p = Pack::parse(&b).unwrap();
+        assert_eq!((p.len(), p.dims()), (3, 8));
+        assert_eq!((0..3).map(|i| p.id(i)).collect::<Vec<_>>(), vec![3, 9, 12]);
+        assert_eq!(p.entry(1).importance, 9.0 / 20.0);
+        assert!(Pack::parse(&b[..b.len() - 1]).is_none());
+        let mut other = b.clone();
+        other[0] = 99;
+        assert!(Pack::parse(&other).is_none());
+        assert!(Pack::parse(&[]).is_none());
+        assert_eq!(capacity(512, 7800), (7800 - 12) / 536);
+        assert_eq!(capacity(16000, 7800), 0);
+    }
+
+    #[test]
+    fn a_zero_vector_gets_the_widest_bound() {
+        let q = Query::new(&[1.0, 0.0]);
+        let z = quantize(&[0.0, 0.0]);
+        let b = {
+            let mut w = PackWriter::new(2, 1);
+            w.push(1, 0.0, &z);
+            w.finish()
+        };
+        assert_eq!(q.bounds(&Pack::parse(&b).unwrap().entry(0)), (-1.0, 1.0));
+    }
+
+    #[test]
+    fn the_product_bound_takes_the_worst_corner() {
+        assert_eq!(product_upper_bound(0.2, 0.5, 0.8, 1.2), 0.6);
+        assert_eq!(product_upper_bound(-0.5, -0.2, 0.8, 1.2), -0.2 * 0.8);
+        assert_eq!(product_upper_bound(-0.5, 0.1, 0.0, 1.0), 0.1);
+    }
+}

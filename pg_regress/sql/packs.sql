@@ -1,0 +1,141 @@
+-- Packed embeddings (memory_pack, memory_packs, memory_pack_stale): recall reads a user's
+-- embeddings quantised to 8 bits, then the rows only of the memories that can make the result.
+-- Results must be the same as without packs, whatever has been written since the pack was made.
+INSERT INTO agent_memory.memories (user_id, content, emb, embedding_model, importance, kind)
+SELECT 'pack-user', 'packed memory ' || g,
+       (SELECT array_agg(sin(g * 0.731 * j + j * j * 0.113))::real[]::vector FROM generate_series(1, 32) j),
+       'p32', (g % 11) / 10.0, CASE WHEN g % 5 = 0 THEN 'episodic' ELSE 'semantic' END
+  FROM generate_series(1, 600) g;
+CREATE TABLE pack_q AS
+SELECT i, (SELECT array_agg(cos(i * 1.37 * j + j * 0.29))::real[]::vector FROM generate_series(1, 32) j) AS q
+  FROM generate_series(1, 25) i;
+
+-- The ranking with or without packs, as text: ids and scores.
+CREATE FUNCTION pg_temp.ranking(packed boolean, q vector, k int, d text, kinds text[], arch boolean, ms float8)
+RETURNS text LANGUAGE plpgsql AS $$
+DECLARE r text;
+BEGIN
+    PERFORM set_config('agent_memory.packed_recall', packed::text, true);
+    SELECT string_agg(t.id || ':' || round(t.score::numeric, 9), ',' ORDER BY t.ord) INTO r
+      FROM agent_memory.memory_recall('pack-user', q, k => k, model => 'p32', decay => d, touch => false,
+                                      kinds => kinds, archived => arch, min_similarity => ms)
+           WITH ORDINALITY AS t(id, content, score, similarity, kind, subject, predicate, object, importance,
+                                created_at, path, v, w, x, ord);
+    PERFORM set_config('agent_memory.packed_recall', 'on', true);
+    RETURN r;
+END $$;
+-- How many rankings differ between the two paths, over the queries and a spread of options.
+CREATE FUNCTION pg_temp.differences() RETURNS bigint LANGUAGE sql AS $$
+    SELECT count(*) FILTER (WHERE pg_temp.ranking(true, q, k, d, kinds, arch, ms) IS DISTINCT FROM
+                                  pg_temp.ranking(false, q, k, d, kinds, arch, ms))
+      FROM pack_q,
+           (VALUES (1, NULL, NULL::text[], true, NULL::float8), (5, NULL, NULL, true, NULL), (20, NULL, NULL, true, NULL),
+                   (5, 'none', NULL, true, NULL), (5, 'exponential', NULL, true, NULL), (5, NULL, ARRAY['episodic'], true, NULL),
+                   (5, NULL, NULL, false, NULL), (5, 'none', NULL, true, 0.3)) AS o(k, d, kinds, arch, ms)
+$$;
+
+-- Before any pack, both paths scan.
+SELECT pg_temp.differences();
+SELECT agent_memory.memory_pack('pack-user') AS packed;
+SELECT count(*) AS packs, sum(memories) AS memories, min(pack_no) AS first, max(pack_no) AS last,
+       max(length(payload)) < 8100 AS fit_a_page
+  FROM agent_memory.memory_packs WHERE user_id = 'pack-user';
+SELECT pg_temp.differences();
+-- Every setting of decay_scope too.
+SET agent_memory.decay_scope = 'all';
+SELECT pg_temp.differences();
+RESET agent_memory.decay_scope;
+
+-- The packs rule out most memories: a top-5 without decay reads a handful of rows.
+SET client_min_messages = debug1;
+SELECT count(*) FROM agent_memory.memory_recall('pack-user', (SELECT q FROM pack_q WHERE i = 1), 5, model => 'p32',
+                                                decay => 'none', touch => false);
+RESET client_min_messages;
+
+-- A packed memory gets a new embedding: recall finds it by the new one.
+UPDATE agent_memory.memories SET emb = (SELECT q FROM pack_q WHERE i = 2)
+ WHERE id = (SELECT id FROM agent_memory.memories WHERE user_id = 'pack-user' AND content = 'packed memory 300');
+SELECT content FROM agent_memory.memory_recall('pack-user', (SELECT q FROM pack_q WHERE i = 2), 1, model => 'p32', touch => false);
+SELECT count(*) AS stale FROM agent_memory.memory_pack_stale WHERE user_id = 'pack-user';
+SELECT pg_temp.differences();
+
+-- Importance raised above the packed value (reconcile reinforces, consolidation merges).
+UPDATE agent_memory.memories SET importance = 1
+ WHERE user_id = 'pack-user' AND content IN ('packed memory 11', 'packed memory 22', 'packed memory 33', 'packed memory 44');
+-- A touch (last_hit_at, hit_count) or a lower importance marks nothing.
+UPDATE agent_memory.memories SET hit_count = hit_count + 1, importance = importance / 2
+ WHERE user_id = 'pack-user' AND content = 'packed memory 7';
+SELECT count(*) AS stale FROM agent_memory.memory_pack_stale WHERE user_id = 'pack-user';
+SELECT pg_temp.differences();
+
+-- New memories, in no pack.
+INSERT INTO agent_memory.memories (user_id, content, emb, embedding_model, importance)
+SELECT 'pack-user', 'new memory ' || i, q, 'p32', 0.5 FROM pack_q WHERE i IN (3, 4);
+SELECT content FROM agent_memory.memory_recall('pack-user', (SELECT q FROM pack_q WHERE i = 3), 1, model => 'p32', touch => false);
+SELECT pg_temp.differences();
+
+-- Retired, archived and expired memories stay packed until the next rebuild; recall skips them.
+UPDATE agent_memory.memories SET active = false, retired_at = now(), retired_reason = 'deleted'
+ WHERE user_id = 'pack-user' AND content = 'new memory 3';
+UPDATE agent_memory.memories SET archived_at = now()
+ WHERE user_id = 'pack-user' AND content IN ('packed memory 100', 'packed memory 200');
+UPDATE agent_memory.memories SET expires_at = now() - interval '1 day'
+ WHERE user_id = 'pack-user' AND content IN ('packed memory 101', 'packed memory 201');
+SELECT content FROM agent_memory.memory_recall('pack-user', (SELECT q FROM pack_q WHERE i = 3), 1, model => 'p32', touch => false);
+SELECT pg_temp.differences();
+
+-- A memory deleted and written again under its id, with another embedding.
+CREATE TABLE pack_moved AS
+SELECT id FROM agent_memory.memories WHERE user_id = 'pack-user' AND content = 'packed memory 400';
+DELETE FROM agent_memory.memories WHERE id = (SELECT id FROM pack_moved);
+INSERT INTO agent_memory.memories (id, user_id, content, emb, embedding_model, importance)
+SELECT (SELECT id FROM pack_moved), 'pack-user', 'written again', q, 'p32', 0.5 FROM pack_q WHERE i = 5;
+SELECT content FROM agent_memory.memory_recall('pack-user', (SELECT q FROM pack_q WHERE i = 5), 1, model => 'p32', touch => false);
+SELECT pg_temp.differences();
+
+-- A rebuild covers all of it and clears the marks.
+SELECT agent_memory.memory_pack('pack-user', 'p32') AS packed;
+SELECT count(*) AS stale FROM agent_memory.memory_pack_stale WHERE user_id = 'pack-user';
+SELECT pg_temp.differences();
+
+-- In a transaction: its own writes, and a rollback.
+BEGIN;
+UPDATE agent_memory.memories SET emb = (SELECT q FROM pack_q WHERE i = 6)
+ WHERE user_id = 'pack-user' AND content = 'packed memory 500';
+SELECT content FROM agent_memory.memory_recall('pack-user', (SELECT q FROM pack_q WHERE i = 6), 1, model => 'p32', touch => false);
+SELECT pg_temp.differences();
+ROLLBACK;
+SELECT pg_temp.differences();
+
+-- A role that works for the user (row-level security), reading through the packs.
+CREATE ROLE pack_reader;
+SELECT agent_memory.grant_access('pack_reader', 'reader');
+SET ROLE pack_reader;
+SET agent_memory.user_id = 'pack-user';
+SELECT content FROM agent_memory.memory_recall('pack-user', (SELECT '[' || array_to_string(q::real[], ',') || ']' FROM (VALUES (
+    (SELECT array_agg(cos(2 * 1.37 * j + j * 0.29))::real[]::text FROM generate_series(1, 32) j))) v(q))::text, 1, model => 'p32', touch => false);
+-- It cannot pack, nor read the packs.
+SELECT agent_memory.memory_pack('pack-user');
+SELECT count(*) FROM agent_memory.memory_packs;
+RESET agent_memory.user_id;
+RESET ROLE;
+
+-- Bad input.
+SELECT agent_memory.memory_pack(NULL);
+SELECT agent_memory.memory_pack('  ');
+SELECT agent_memory.memory_pack('nobody-here') AS packed;
+SELECT count(*) FROM agent_memory.memory_recall('pack-user', '[1,2,3]'::vector, 1, model => 'p32', touch => false);
+-- A rebuild reads the rows after taking the user's pack lock, so it needs READ COMMITTED.
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT agent_memory.memory_pack('pack-user');
+ROLLBACK;
+
+-- Erasure deletes the user's packs and marks with the rest.
+UPDATE agent_memory.memories SET importance = 1 WHERE user_id = 'pack-user' AND content = 'packed memory 1';
+SELECT memories FROM agent_memory.memory_erase('pack-user');
+SELECT (SELECT count(*) FROM agent_memory.memory_packs WHERE user_id = 'pack-user') AS packs,
+       (SELECT count(*) FROM agent_memory.memory_pack_stale WHERE user_id = 'pack-user') AS stale;
+
+SELECT agent_memory.revoke_access('pack_reader');
+DROP ROLE pack_reader;
+DROP TABLE pack_q, pack_moved;

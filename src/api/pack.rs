@@ -1,0 +1,337 @@
+//! Packed embeddings: `memory_pack(user_id, model)`, the worker's pack pass, and recall's
+//! packed path.
+//!
+//! A user's memories are spread over the table as concurrent traffic writes them, so reading
+//! every candidate's row costs one heap page per memory. A pack holds a page's worth of the
+//! user's embeddings quantised to 8 bits (about 14 of 512 dimensions), with the bounds of
+//! `agent_memory_core::pack`. Recall then:
+//!
+//! 1. reads the ids of the user's active memories from the index `memories_user_model_active`
+//!    (the index alone, no rows);
+//! 2. reads the packs, and bounds the score of every memory a pack holds and that is not marked
+//!    stale (`memory_pack_stale`, kept by triggers on the table);
+//! 3. reads exactly (the visible row, with every filter) each memory no pack holds, then the
+//!    packed ones from the highest bound down, until the next bound is below the score the
+//!    ranking must beat.
+//!
+//! A memory left unread cannot be in the result, so results are exact, with or without packs.
+//! Packs only make recall faster; the worker rebuilds a pack when enough of the user's memories
+//! are no longer covered by it.
+
+use pgrx::prelude::*;
+use pgrx::spi::SpiClient;
+
+use agent_memory_core::pack::{self as core_pack, PackWriter, Query};
+
+use crate::api::recall::VectorRanker;
+use crate::error::{first_value, spi, MemoryError, OrRaise, Result};
+use crate::gucs;
+
+/// A pack row must fit in one heap page (8,160 bytes of tuple), with its other columns.
+const MAX_TUPLE: usize = 8160;
+const ROW_OVERHEAD: usize = 96;
+
+/// The pack payload budget for a user and model.
+fn payload_budget(user: &str, model: &str) -> usize {
+    MAX_TUPLE.saturating_sub(ROW_OVERHEAD + user.len() + model.len())
+}
+
+/// Ranks a user's memories through their packs. Returns `None` (nothing done) when the user has
+/// no pack for the model, else the number of memories read exactly.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn rank_packed(
+    user: &str,
+    model: &str,
+    kinds: Option<&[String]>,
+    include_archived: bool,
+    q: &[f32],
+    min_similarity: f64,
+    now: i64,
+    ranker: &mut VectorRanker,
+) -> Result<Option<usize>> {
+    let mut entries: Vec<(i64, pg_sys::ItemPointerData)> = Vec::new();
+    let query = Query::new(q);
+    // (upper bound of the score, first entry, end of its entries): the packed memories.
+    let mut bounded: Vec<(f64, u32, u32)> = Vec::new();
+    let mut covered: Vec<bool> = Vec::new();
+    let mut stale: Option<Vec<i64>> = None;
+    let mut any = false;
+    let has_packs = crate::scan::for_each_pack(user, model, |bytes| {
+        let Some(pack) = core_pack::Pack::parse(bytes) else {
+            // A pack of another format: its memories stay uncovered and are read exactly.
+            return Ok(());
+        };
+        if !any {
+            any = true;
+            crate::scan::active_entries(user, model, &mut entries)?;
+            covered = vec![false; entries.len()];
+            stale = Some(crate::scan::stale_ids(user, model)?);
+        }
+        if pack.dims() != q.len() {
+            return Err(crate::api::recall::dimension_mismatch(q.len(), model, pack.dims()));
+        }
+        let stale = stale.as_deref().unwrap_or(&[]);
+        for i in 0..pack.len() {
+            let id = pack.id(i);
+            let start = entries.partition_point(|e| e.0 < id);
+            let end = start + entries[start..].iter().take_while(|e| e.0 == id).count();
+            if start == end || stale.binary_search(&id).is_ok() {
+                continue;
+            }
+            let e = pack.entry(i);
+            let (lo, hi) = query.bounds(&e);
+            covered[start..end].iter_mut().for_each(|c| *c = true);
+            if hi < min_similarity {
+                continue;
+            }
+            let (f_lo, f_hi) = ranker.factor_range(e.importance as f64);
+            let ub = core_pack::product_upper_bound(lo, hi, f_lo, f_hi);
+            // A relative allowance for the product's own rounding.
+            bounded.push((ub + ub.abs() * 1e-9, start as u32, end as u32));
+        }
+        Ok(())
+    })?;
+    if !has_packs || !any {
+        return Ok(None);
+    }
+    let mut fetcher = crate::scan::Fetcher::new()?;
+    let mut scratch = Vec::new();
+    let mut read = 0usize;
+    let mut offer = |fetcher: &mut crate::scan::Fetcher, tid, ranker: &mut VectorRanker| -> Result<()> {
+        read += 1;
+        if read.is_multiple_of(1024) {
+            pgrx::check_for_interrupts!();
+        }
+        fetcher.fetch(tid, kinds, now, |c| {
+            if c.archived && !include_archived {
+                return Ok(());
+            }
+            ranker.offer_candidate(c, q, model, min_similarity, now, &mut scratch).map(|_| ())
+        })?;
+        Ok(())
+    };
+    for (i, (_, tid)) in entries.iter().enumerate() {
+        if !covered[i] {
+            offer(&mut fetcher, *tid, ranker)?;
+        }
+    }
+    bounded.sort_unstable_by(|a, b| b.0.total_cmp(&a.0));
+    for (ub, start, end) in bounded {
+        if ranker.threshold().is_some_and(|t| ub < t) {
+            break;
+        }
+        for (_, tid) in &entries[start as usize..end as usize] {
+            offer(&mut fetcher, *tid, ranker)?;
+        }
+    }
+    drop(fetcher);
+    debug1!("agent_memory: recall read {read} of {} memories of the user exactly; packs ruled out the rest", entries.len());
+    Ok(Some(read))
+}
+
+const LOCK_PACK: &str = concat!(
+    "SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtextextended('agent_memory.pack:' || $1 || '/' || $2, ",
+    "(SELECT s.salt FROM agent_memory.lock_salt s)))"
+);
+const DROP_PACKS: &str = "DELETE FROM agent_memory.memory_packs WHERE user_id = $1 AND embedding_model = $2";
+/// The active memories and the stale marks, in one statement: one snapshot, so the marks the
+/// new packs make unnecessary are exactly those read.
+const READ_FOR_PACK: &str = "\
+SELECT 0 AS part, m.id, m.importance, m.emb, NULL::tid AS mark FROM agent_memory.memories m \
+ WHERE m.user_id = $1 AND m.embedding_model = $2 AND m.active \
+UNION ALL \
+SELECT 1, s.id, NULL, NULL, s.ctid FROM agent_memory.memory_pack_stale s WHERE s.user_id = $1 AND s.embedding_model = $2 \
+ORDER BY 1, 2";
+const INSERT_PACKS: &str = "\
+INSERT INTO agent_memory.memory_packs (user_id, embedding_model, pack_no, memories, last_id, payload) \
+SELECT $1, $2, p.n - 1, p.memories, p.last_id, p.payload \
+  FROM unnest($3::bytea[], $4::integer[], $5::bigint[]) WITH ORDINALITY AS p(payload, memories, last_id, n)";
+const CLEAR_MARKS: &str = "DELETE FROM agent_memory.memory_pack_stale WHERE ctid = ANY ($1::tid[])";
+const CURSOR_BATCH: i64 = 1000;
+
+/// Rebuilds the packs of (user, model); returns the memories packed (0 when the model's
+/// embeddings are too large for a page, and then no pack is kept).
+pub fn build(client: &mut SpiClient<'_>, user: &str, model: &str) -> Result<i64> {
+    // The rows are read after the lock is held, by a statement with a snapshot of its own: a
+    // delete that committed meanwhile is either seen or has marked its row (see the trigger).
+    let isolation: Option<String> = first_value(
+        client
+            .select("SELECT pg_catalog.current_setting('transaction_isolation')", None, &[])
+            .map_err(spi("reading the isolation level"))?,
+    )
+    .map_err(spi("reading the isolation level"))?;
+    if isolation.as_deref() != Some("read committed") {
+        return Err(MemoryError::new(
+            PgSqlErrorCode::ERRCODE_INVALID_TRANSACTION_STATE,
+            format!("packs are built in READ COMMITTED transactions, and this one is {}", isolation.unwrap_or_default().to_uppercase()),
+        )
+        .hint("Call memory_pack outside an explicit REPEATABLE READ or SERIALIZABLE transaction."));
+    }
+    client.select(LOCK_PACK, None, &[user.into(), model.into()]).map_err(spi("locking the user's packs"))?;
+    client.update(DROP_PACKS, None, &[user.into(), model.into()]).map_err(spi("dropping the old packs"))?;
+    let budget = payload_budget(user, model);
+    let mut payloads: Vec<Vec<u8>> = Vec::new();
+    let mut counts: Vec<i32> = Vec::new();
+    let mut last_ids: Vec<i64> = Vec::new();
+    let mut marks: Vec<pg_sys::ItemPointerData> = Vec::new();
+    let mut writer: Option<PackWriter> = None;
+    let mut capacity = 0usize;
+    let mut packed = 0i64;
+    let mut too_wide = false;
+    let mut scratch = Vec::new();
+    let mut last_id = i64::MIN;
+    let flush = |w: PackWriter, last: i64, payloads: &mut Vec<Vec<u8>>, counts: &mut Vec<i32>, last_ids: &mut Vec<i64>| {
+        if !w.is_empty() {
+            counts.push(w.len() as i32);
+            last_ids.push(last);
+            payloads.push(w.finish());
+        }
+    };
+    {
+        let mut cursor = client.open_cursor(READ_FOR_PACK, &[user.into(), model.into()]);
+        loop {
+            let mut table = cursor.fetch(CURSOR_BATCH).map_err(spi("reading the memories to pack"))?;
+            if table.is_empty() {
+                break;
+            }
+            while table.next().is_some() {
+                let part: i32 = table.get(1).map_err(spi("reading the rows to pack"))?.unwrap_or(0);
+                if part == 1 {
+                    if let Some(t) = table.get::<pg_sys::ItemPointerData>(5).map_err(spi("reading a stale mark"))? {
+                        marks.push(t);
+                    }
+                    continue;
+                }
+                if too_wide {
+                    continue;
+                }
+                let id: i64 = table.get(2).map_err(spi("reading id"))?.ok_or_else(|| MemoryError::not_null_column("id"))?;
+                let importance: f32 =
+                    table.get(3).map_err(spi("reading importance"))?.ok_or_else(|| MemoryError::not_null_column("importance"))?;
+                let Some(emb) = crate::vector::vector_column(&table, 4)? else {
+                    continue;
+                };
+                if writer.is_none() {
+                    capacity = core_pack::capacity(emb.dims(), budget);
+                    if capacity == 0 {
+                        too_wide = true;
+                        continue;
+                    }
+                }
+                let q = emb.with_f32(&mut scratch, core_pack::quantize);
+                if writer.as_ref().is_some_and(|w| w.len() >= capacity) {
+                    flush(writer.take().expect("a writer"), last_id, &mut payloads, &mut counts, &mut last_ids);
+                }
+                let w = writer.get_or_insert_with(|| PackWriter::new(q.codes.len(), capacity));
+                w.push(id, importance, &q);
+                last_id = id;
+                packed += 1;
+            }
+        }
+    }
+    if let Some(w) = writer.take() {
+        flush(w, last_id, &mut payloads, &mut counts, &mut last_ids);
+    }
+    if too_wide {
+        payloads.clear();
+        counts.clear();
+        last_ids.clear();
+        packed = 0;
+    }
+    if !payloads.is_empty() {
+        client
+            .update(INSERT_PACKS, None, &[user.into(), model.into(), payloads.into(), counts.into(), last_ids.into()])
+            .map_err(spi("writing the packs"))?;
+    }
+    if !marks.is_empty() {
+        client.update(CLEAR_MARKS, None, &[marks.into()]).map_err(spi("clearing the stale marks"))?;
+    }
+    Ok(packed)
+}
+
+const USER_MODELS: &str = "\
+SELECT DISTINCT m.embedding_model FROM agent_memory.memories m \
+ WHERE m.user_id = $1 AND m.active AND ($2::text IS NULL OR m.embedding_model = $2) ORDER BY 1";
+
+/// The (user, model) pairs whose packs are missing or out of date: at least `$1` active
+/// memories, and no pack, or at least a sixteenth (and 32) of them not covered by the packs
+/// (newer than the last packed id, marked stale, or packed but no longer active). Packs of a
+/// user and model with no active memory left are listed too (they are dropped).
+const DUE: &str = "\
+WITH p AS (SELECT user_id, embedding_model, sum(memories) AS packed, max(last_id) AS last \
+             FROM agent_memory.memory_packs GROUP BY 1, 2), \
+     s AS (SELECT user_id, embedding_model, count(*) AS stale FROM agent_memory.memory_pack_stale GROUP BY 1, 2), \
+     a AS (SELECT m.user_id, m.embedding_model, count(*) AS n, count(*) FILTER (WHERE m.id > p.last) AS newer, \
+                  max(p.packed) AS packed \
+             FROM agent_memory.memories m LEFT JOIN p ON p.user_id = m.user_id AND p.embedding_model = m.embedding_model \
+            WHERE m.active GROUP BY 1, 2) \
+SELECT a.user_id, a.embedding_model FROM a LEFT JOIN s ON s.user_id = a.user_id AND s.embedding_model = a.embedding_model \
+ WHERE (a.packed IS NULL AND a.n >= $1) \
+    OR (a.packed IS NOT NULL AND a.newer + coalesce(s.stale, 0) + greatest(a.packed - (a.n - a.newer), 0) \
+                                 >= greatest(32, a.packed / 16)) \
+UNION \
+SELECT p.user_id, p.embedding_model FROM p \
+ WHERE NOT EXISTS (SELECT 1 FROM agent_memory.memories m \
+                    WHERE m.user_id = p.user_id AND m.embedding_model = p.embedding_model AND m.active) \
+ORDER BY 1, 2 LIMIT $2";
+
+/// The (user, model) pairs the worker should pack now, at most `limit`.
+pub fn due(client: &mut SpiClient<'_>, limit: i64) -> Result<Vec<(String, String)>> {
+    let table = client.select(DUE, None, &[gucs::pack_min_memories().into(), limit.into()]).map_err(spi("finding packs to build"))?;
+    let mut out = Vec::new();
+    for row in table {
+        let user: Option<String> = row.get(1).map_err(spi("reading user_id"))?;
+        let model: Option<String> = row.get(2).map_err(spi("reading embedding_model"))?;
+        if let (Some(u), Some(m)) = (user, model) {
+            out.push((u, m));
+        }
+    }
+    Ok(out)
+}
+
+fn pack_user(user_id: Option<&str>, model: Option<&str>) -> Result<i64> {
+    let user = user_id.map(str::trim).filter(|u| !u.is_empty()).ok_or_else(|| {
+        MemoryError::null_value("user_id must not be NULL or empty").hint("Pass the id of the user whose memories to pack.")
+    })?;
+    let model = model.map(str::trim).filter(|m| !m.is_empty());
+    Spi::connect_mut(|client| {
+        crate::version::require_current_schema(client)?;
+        if !crate::api::recall::sees_user(client, user)? {
+            return Err(MemoryError::new(
+                PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
+                format!("packing the memories of user \"{user}\" needs maintenance rights"),
+            )
+            .hint("Run it as an agent_memory admin (agent_memory.grant_access(role, 'admin')) or as the user's own session."));
+        }
+        let models: Vec<String> = {
+            let table = client.select(USER_MODELS, None, &[user.into(), model.into()]).map_err(spi("reading the user's models"))?;
+            let mut v = Vec::new();
+            for row in table {
+                if let Some(m) = row.get::<String>(1).map_err(spi("reading embedding_model"))? {
+                    v.push(m);
+                }
+            }
+            v
+        };
+        let mut total = 0;
+        for m in models {
+            total += build(client, user, &m)?;
+        }
+        if let Some(m) = model {
+            // A model with no active memory left: its packs go.
+            if total == 0 {
+                client.update(DROP_PACKS, None, &[user.into(), m.into()]).map_err(spi("dropping the old packs"))?;
+            }
+        }
+        Ok(total)
+    })
+}
+
+/// Rebuilds the packed embeddings of `user_id` (of every model, or of `model`) now, and returns
+/// how many memories were packed. The background worker does this by itself for users with at
+/// least `agent_memory.pack_min_memories` memories; recall is exact with or without packs.
+#[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, pg_temp)]
+fn memory_pack(user_id: Option<&str>, model: default!(Option<&str>, "NULL")) -> i64 {
+    pack_user(user_id, model).or_raise()
+}
