@@ -216,14 +216,15 @@ fn relations() -> Result<(pg_sys::Oid, pg_sys::Oid)> {
 /// Must run inside a transaction with an active snapshot (a SQL function call).
 unsafe fn begin(rel_oid: pg_sys::Oid, index_oid: pg_sys::Oid, user: &str, model: &str) -> Result<Scan> {
     // SAFETY: the caller's promise.
-    unsafe { begin_with(rel_oid, index_oid, user, model, false) }
+    unsafe { begin_with(rel_oid, index_oid, user, Some(model), false) }
 }
 
-/// [`begin`], and with `want_itup` the index tuples are returned too (`xs_itup`).
+/// [`begin`], with the model's key only when `model` is given, and with `want_itup` the index
+/// tuples are returned too (`xs_itup`).
 ///
 /// # Safety
 /// As [`begin`].
-unsafe fn begin_with(rel_oid: pg_sys::Oid, index_oid: pg_sys::Oid, user: &str, model: &str, want_itup: bool) -> Result<Scan> {
+unsafe fn begin_with(rel_oid: pg_sys::Oid, index_oid: pg_sys::Oid, user: &str, model: Option<&str>, want_itup: bool) -> Result<Scan> {
     let lock = pg_sys::AccessShareLock as pg_sys::LOCKMODE;
     let mut s = Scan {
         rel: std::ptr::null_mut(),
@@ -241,9 +242,12 @@ unsafe fn begin_with(rel_oid: pg_sys::Oid, index_oid: pg_sys::Oid, user: &str, m
         s.index = pg_sys::index_open(index_oid, lock);
         let collations = (*s.index).rd_indcollation;
         let mut keys: [pg_sys::ScanKeyData; 2] = std::mem::zeroed();
-        let user_datum = user.into_datum().ok_or_else(|| missing("user id"))?;
-        let model_datum = model.into_datum().ok_or_else(|| missing("model"))?;
-        for (i, datum) in [user_datum, model_datum].into_iter().enumerate() {
+        let mut datums = vec![user.into_datum().ok_or_else(|| missing("user id"))?];
+        if let Some(m) = model {
+            datums.push(m.into_datum().ok_or_else(|| missing("model"))?);
+        }
+        let nkeys = datums.len() as i32;
+        for (i, datum) in datums.into_iter().enumerate() {
             pg_sys::ScanKeyEntryInitialize(
                 &mut keys[i],
                 0,
@@ -259,9 +263,9 @@ unsafe fn begin_with(rel_oid: pg_sys::Oid, index_oid: pg_sys::Oid, user: &str, m
         if snapshot.is_null() {
             snapshot = pg_sys::GetTransactionSnapshot();
         }
-        s.scan = pg_sys::index_beginscan(s.rel, s.index, snapshot, 2, 0);
+        s.scan = pg_sys::index_beginscan(s.rel, s.index, snapshot, nkeys, 0);
         (*s.scan).xs_want_itup = want_itup;
-        pg_sys::index_rescan(s.scan, keys.as_mut_ptr(), 2, std::ptr::null_mut(), 0);
+        pg_sys::index_rescan(s.scan, keys.as_mut_ptr(), nkeys, std::ptr::null_mut(), 0);
     }
     Ok(s)
 }
@@ -512,11 +516,21 @@ pub fn with_fresh_snapshot<R>(f: impl FnOnce() -> R) -> R {
 /// visible (deleted, or not yet committed) are included: the caller reads the row to know.
 pub fn active_entries(user: &str, model: &str, out: &mut Vec<(i64, pg_sys::ItemPointerData)>) -> Result<()> {
     let (rel_oid, index_oid) = relations()?;
+    // The scan's key is the user alone and the model is compared here, in place: the index's
+    // own check of a second text key on every entry costs more than the rest of the walk. (Only
+    // when the model column's collation is deterministic, so that equality is byte equality.)
+    // SAFETY: a syscache lookup of the index's second column's collation.
+    let bytewise = unsafe {
+        let index = pg_sys::index_open(index_oid, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
+        let collation = *(*index).rd_indcollation.add(1);
+        pg_sys::index_close(index, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
+        collation == pg_sys::Oid::INVALID || pg_sys::get_collation_isdeterministic(collation)
+    };
     // SAFETY: called from a SQL function; the scan is released by `Scan`.
-    let s = unsafe { begin_with(rel_oid, index_oid, user, model, true)? };
+    let s = unsafe { begin_with(rel_oid, index_oid, user, (!bytewise).then_some(model), true)? };
     // SAFETY: index_getnext_tid returns NULL at the end; otherwise `xs_itup` is the index tuple
-    // of the entry (asked for with xs_want_itup), described by `xs_itupdesc`, and the index's
-    // third column is the bigint id.
+    // of the entry (asked for with xs_want_itup), described by `xs_itupdesc`, whose columns are
+    // (user_id text, embedding_model text, id bigint).
     unsafe {
         if (*(*s.index).rd_index).indnatts < 3 {
             return Err(missing("index memories_user_model_active on (user_id, embedding_model, id)"));
@@ -524,6 +538,10 @@ pub fn active_entries(user: &str, model: &str, out: &mut Vec<(i64, pg_sys::ItemP
         let mut values = [pg_sys::Datum::from(0usize); pg_sys::INDEX_MAX_KEYS as usize];
         let mut nulls = [false; pg_sys::INDEX_MAX_KEYS as usize];
         let mut read = 0u32;
+        // The model and id are read from the index tuple in place (see `in_place`), checked
+        // against PostgreSQL's own deforming on the first tuple; if they ever differ, every tuple
+        // is deformed.
+        let mut in_place_ok: Option<bool> = None;
         loop {
             let tid = pg_sys::index_getnext_tid(s.scan, pg_sys::ScanDirection::ForwardScanDirection);
             if tid.is_null() {
@@ -537,15 +555,83 @@ pub fn active_entries(user: &str, model: &str, out: &mut Vec<(i64, pg_sys::ItemP
             if itup.is_null() {
                 return Err(missing("index tuple"));
             }
-            pg_sys::index_deform_tuple(itup, (*s.scan).xs_itupdesc, values.as_mut_ptr(), nulls.as_mut_ptr());
-            if nulls[2] {
-                continue;
+            let fast = if in_place_ok != Some(false) { in_place(itup) } else { None };
+            let entry = match (fast, in_place_ok) {
+                (Some((m, id)), Some(true)) => (m == model.as_bytes()).then_some(id),
+                _ => {
+                    pg_sys::index_deform_tuple(itup, (*s.scan).xs_itupdesc, values.as_mut_ptr(), nulls.as_mut_ptr());
+                    if nulls[1] || nulls[2] {
+                        None
+                    } else {
+                        let m = crate::vector::text_of(values[1]);
+                        let id = values[2].value() as i64;
+                        if in_place_ok.is_none() {
+                            in_place_ok = Some(fast.is_some_and(|(fm, fid)| fm == m.as_bytes() && fid == id));
+                        }
+                        (m == model).then_some(id)
+                    }
+                }
+            };
+            if let Some(id) = entry {
+                out.push((id, *tid));
             }
-            out.push((values[2].value() as i64, *tid));
         }
     }
     drop(s);
     Ok(())
+}
+
+/// The model (its bytes) and the id of an index tuple of `memories_user_model_active`, read in
+/// place: after the 8-byte header come the two text columns (varlenas: a 1-byte header is not
+/// aligned, a 4-byte one is aligned to 4), then the id aligned to 8. `None` for a tuple with a
+/// NULL or a compressed model.
+///
+/// # Safety
+/// `itup` must be an index tuple of that index, valid for `'a`.
+unsafe fn in_place<'a>(itup: pg_sys::IndexTuple) -> Option<(&'a [u8], i64)> {
+    // SAFETY: the caller's promise: the tuple holds the header, two varlenas and an int8 within
+    // its size, which is checked before anything past the header is read.
+    unsafe {
+        let info = (*itup).t_info as u32;
+        if info & pg_sys::INDEX_NULL_MASK != 0 {
+            return None;
+        }
+        let size = (info & pg_sys::INDEX_SIZE_MASK) as usize;
+        let base = itup as *const u8;
+        let mut off = std::mem::size_of::<pg_sys::IndexTupleData>();
+        let mut model: &[u8] = &[];
+        for column in 0..2 {
+            if off >= size {
+                return None;
+            }
+            if *base.add(off) == 0 {
+                off = (off + 3) & !3;
+            }
+            let p = base.add(off);
+            let first = *p;
+            let (len, header) = if first == 0x01 {
+                return None; // a toast pointer: never in an index
+            } else if first & 0x01 == 0x01 {
+                ((first >> 1) as usize, 1)
+            } else if first & 0x03 == 0x00 {
+                ((p.cast::<u32>().read_unaligned() >> 2) as usize, 4)
+            } else {
+                return None; // compressed in line
+            };
+            if len < header || off + len > size {
+                return None;
+            }
+            if column == 1 {
+                model = std::slice::from_raw_parts(p.add(header), len - header);
+            }
+            off += len;
+        }
+        off = (off + 7) & !7;
+        if off + 8 > size {
+            return None;
+        }
+        Some((model, base.add(off).cast::<i64>().read_unaligned()))
+    }
 }
 
 /// Reads rows of `agent_memory.memories` by their place (from [`active_entries`]), following

@@ -56,6 +56,7 @@ pub(crate) fn rank_packed(
     let mut covered: Vec<bool> = Vec::new();
     let mut stale: Option<Vec<i64>> = None;
     let mut any = false;
+    let mut next = 0usize;
     let has_packs = crate::scan::for_each_pack(user, model, |bytes| {
         let Some(pack) = core_pack::Pack::parse(bytes) else {
             // A pack of another format: its memories stay uncovered and are read exactly.
@@ -73,8 +74,15 @@ pub(crate) fn rank_packed(
         let stale = stale.as_deref().unwrap_or(&[]);
         for i in 0..pack.len() {
             let id = pack.id(i);
-            let start = entries.partition_point(|e| e.0 < id);
+            // Packs and entries both come in id order: step forward from the last match (and
+            // search from the start for an id out of order).
+            let start = if next < entries.len() && entries[next].0 <= id && (next == 0 || entries[next - 1].0 < id) {
+                next + entries[next..].iter().take_while(|e| e.0 < id).count()
+            } else {
+                entries.partition_point(|e| e.0 < id)
+            };
             let end = start + entries[start..].iter().take_while(|e| e.0 == id).count();
+            next = end;
             if start == end || stale.binary_search(&id).is_ok() {
                 continue;
             }
@@ -115,14 +123,28 @@ pub(crate) fn rank_packed(
             offer(&mut fetcher, *tid, ranker)?;
         }
     }
-    bounded.sort_unstable_by(|a, b| b.0.total_cmp(&a.0));
-    for (ub, start, end) in bounded {
-        if ranker.threshold().is_some_and(|t| ub < t) {
-            break;
+    // Highest bound first. Most calls stop after a few dozen, so the bounds are ordered a slice
+    // at a time: the best `chunk` selected and sorted, then the next (twice as many), and so on.
+    let by_bound = |a: &(f64, u32, u32), b: &(f64, u32, u32)| b.0.total_cmp(&a.0);
+    let mut rest = &mut bounded[..];
+    let mut chunk = 64;
+    'ranked: while !rest.is_empty() {
+        let take = rest.len().min(chunk);
+        if take < rest.len() {
+            rest.select_nth_unstable_by(take - 1, by_bound);
         }
-        for (_, tid) in &entries[start as usize..end as usize] {
-            offer(&mut fetcher, *tid, ranker)?;
+        let (head, tail) = rest.split_at_mut(take);
+        head.sort_unstable_by(by_bound);
+        for &(ub, start, end) in head.iter() {
+            if ranker.threshold().is_some_and(|t| ub < t) {
+                break 'ranked;
+            }
+            for (_, tid) in &entries[start as usize..end as usize] {
+                offer(&mut fetcher, *tid, ranker)?;
+            }
         }
+        rest = tail;
+        chunk *= 2;
     }
     drop(fetcher);
     debug1!("agent_memory: recall read {read} of {} memories of the user exactly; packs ruled out the rest", entries.len());

@@ -238,7 +238,7 @@ fn row(scenario: &str, method: &str, m: &Measured) -> Vec<String> {
 fn main() {
     let sets = [
         Set { db: "am_bench_recall_50k", model: "m512", dims: 512, users: vec![("u".into(), scaled(50), 1000)], hnsw: true },
-        Set { db: "am_bench_recall_400k", model: "m512", dims: 512, users: vec![("u".into(), scaled(200), 1000)], hnsw: false },
+        Set { db: "am_bench_recall_400k", model: "m512", dims: 512, users: vec![("u".into(), scaled(400), 1000)], hnsw: false },
         Set { db: "am_bench_recall_1m", model: "m512", dims: 512, users: vec![("u".into(), scaled(1000), 1000)], hnsw: false },
         Set { db: "am_bench_recall_1m_384", model: "m384", dims: 384, users: vec![("v".into(), scaled(1000), 1000)], hnsw: false },
         Set {
@@ -377,6 +377,27 @@ fn main() {
             );
             let b = measure(&mut c, &reference, "SELECT 1", &queries, reps);
             rows.push(row(&name, "(B) reference SQL (materialised CTE)", &b));
+            // The same query on a plain pgvector table with the type's default storage, as an
+            // application would keep memories without this extension (same rows, same order).
+            let b0 = if set.db.contains("400k") {
+                c.batch_execute(&format!(
+                    "CREATE TABLE bench_plain (id bigint PRIMARY KEY, user_id text NOT NULL, emb vector({d}) NOT NULL,                        importance real NOT NULL, last_hit_at timestamptz NOT NULL, kind text NOT NULL);
+                     INSERT INTO bench_plain SELECT id, user_id, emb, importance, last_hit_at, kind FROM agent_memory.memories ORDER BY id;
+                     CREATE INDEX ON bench_plain (user_id);
+                     VACUUM ANALYZE bench_plain;",
+                    d = set.dims
+                ))
+                .unwrap();
+                let plain_reference = reference
+                    .replace("agent_memory.memories", "bench_plain")
+                    .replace(&format!(" AND embedding_model = '{}'", set.model), "")
+                    .replace("WHERE user_id = $1 AND active", "WHERE user_id = $1");
+                let b0 = measure(&mut c, &plain_reference, "SELECT 1", &queries, reps);
+                rows.push(row(&name, "(B0) reference SQL on a plain pgvector table (default storage)", &b0));
+                Some(b0)
+            } else {
+                None
+            };
             if set.db == "am_bench_recall_1m" {
                 for clients in [1, 2] {
                     let qa = throughput(set.db, &recall_sql, &queries, clients, 3);
@@ -415,10 +436,20 @@ fn main() {
                 percentile_ms(&a_none.lat, 0.5) / plain_p50,
                 percentile_ms(&b.lat, 0.5) / plain_p50
             ));
+            if let Some(b0) = &b0 {
+                notes.push(format!(
+                    "  the reference SQL on a plain pgvector table (B0) against memory_recall ({name}): {:.1}× the default ranking's p50, {:.1}× decay_scope 'all' (the same score)",
+                    percentile_ms(&b0.lat, 0.5) / percentile_ms(&a_default.lat, 0.5),
+                    percentile_ms(&b0.lat, 0.5) / percentile_ms(&a.lat, 0.5)
+                ));
+            }
         }
         drop(c);
-        let mut admin = connect("postgres");
-        admin.batch_execute(&format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", set.db)).unwrap();
+        // BENCH_KEEP=1 keeps the data set (to profile it afterwards).
+        if std::env::var("BENCH_KEEP").is_err() {
+            let mut admin = connect("postgres");
+            admin.batch_execute(&format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", set.db)).unwrap();
+        }
     }
     let mut out = String::from("## Recall\n\n");
     out += &notes.join("\n");

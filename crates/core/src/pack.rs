@@ -184,34 +184,62 @@ impl<'a> Pack<'a> {
     }
 }
 
-/// A query prepared for bounding similarities against packs.
+/// A query prepared for bounding similarities against packs: quantised too, to 13-bit integers,
+/// so that each bound is one exact integer dot product.
+///
+/// With `q = t·d + f` (codes `d`, `|dᵢ| ≤ 4095`) and `x = s·c + e`:
+/// `q·x = t·s·(d·c) + t·(d·e) + f·x`, and `|t·(d·e)| ≤ |t·d|·|e|`, `|f·x| ≤ |f|·|x|`.
 pub struct Query {
-    q: Vec<f32>,
+    codes: Vec<i16>,
+    scale: f64,
+    /// `|t·d|` and `|f|` (rounded up), and `|q|`.
+    coded_norm: f64,
+    error: f64,
     norm: f64,
     margin: f64,
 }
 
+/// The largest query code: 13 bits, so that `d/16` steps of paired products fit an `i32` lane
+/// (`2 · 4095 · 127 · 1000 < 2³¹` for 16,000 dimensions).
+const QUERY_CODE_MAX: f32 = 4095.0;
+
 impl Query {
     pub fn new(q: &[f32]) -> Self {
-        let norm = crate::vecmath::norm(q);
-        Query { q: q.to_vec(), norm, margin: Self::margin(q.len()) }
+        let max = q.iter().fold(0f32, |m, v| m.max(v.abs()));
+        let scale = if max > 0.0 && max.is_finite() { max / QUERY_CODE_MAX } else { 0.0 };
+        let codes: Vec<i16> =
+            q.iter().map(|&v| if scale > 0.0 { (v / scale).round().clamp(-QUERY_CODE_MAX, QUERY_CODE_MAX) as i16 } else { 0 }).collect();
+        let (mut coded2, mut err2) = (0f64, 0f64);
+        for (&v, &c) in q.iter().zip(&codes) {
+            let coded = scale as f64 * c as f64;
+            coded2 += coded * coded;
+            err2 += (v as f64 - coded) * (v as f64 - coded);
+        }
+        Query {
+            codes,
+            scale: scale as f64,
+            coded_norm: coded2.sqrt() * (1.0 + 1e-9),
+            error: err2.sqrt() * (1.0 + 1e-9) + 1e-300,
+            norm: crate::vecmath::norm(q),
+            margin: Self::margin(q.len()),
+        }
     }
 
     /// The allowance for rounding, in cosine units: the exact path sums `d` products in 16
     /// float lanes (error at most about `(d/16 + 1)·2⁻²⁴` of the magnitudes summed, which are at
-    /// most 1 here), and so does this bound; a quarter of `d` units of `f32::EPSILON` covers both
-    /// with room to spare.
+    /// most 1 here); a quarter of `d` units of `f32::EPSILON` covers it, and the rounding of the
+    /// stored scale and norms, with room to spare.
     pub fn margin(dims: usize) -> f64 {
         (dims as f64 / 4.0 + 64.0) * f32::EPSILON as f64 + 1e-7
     }
 
     /// Lower and upper bounds of the cosine similarity of the query and the entry's embedding.
     pub fn bounds(&self, e: &Entry<'_>) -> (f64, f64) {
-        if e.norm <= 0.0 || self.norm <= 0.0 || e.codes.len() != self.q.len() {
+        if e.norm <= 0.0 || self.norm <= 0.0 || e.codes.len() != self.codes.len() {
             return (-1.0, 1.0);
         }
-        let centre = e.scale as f64 * dot_i8(&self.q, e.codes);
-        let spread = self.norm * e.error as f64;
+        let centre = self.scale * e.scale as f64 * dot_codes(&self.codes, e.codes) as f64;
+        let spread = self.coded_norm * e.error as f64 + self.error * e.norm as f64;
         let denom = self.norm * e.norm as f64;
         let lo = ((centre - spread) / denom - self.margin).max(-1.0);
         let hi = ((centre + spread) / denom + self.margin).min(1.0);
@@ -224,41 +252,46 @@ pub fn product_upper_bound(s_lo: f64, s_hi: f64, f_lo: f64, f_hi: f64) -> f64 {
     [s_lo * f_lo, s_lo * f_hi, s_hi * f_lo, s_hi * f_hi].into_iter().fold(f64::NEG_INFINITY, f64::max)
 }
 
-/// `Σ qᵢ·cᵢ` in 16 float lanes, each byte of `c` an `i8`.
-pub fn dot_i8(q: &[f32], c: &[u8]) -> f64 {
+/// `Σ dᵢ·cᵢ`, exactly, each byte of `c` an `i8` and `|dᵢ| ≤ 4095`.
+pub fn dot_codes(d: &[i16], c: &[u8]) -> i64 {
     #[cfg(target_arch = "x86_64")]
     {
         if std::is_x86_feature_detected!("avx2") {
             // SAFETY: the CPU supports AVX2, checked just above.
-            return unsafe { dot_i8_avx2(q, c) };
+            return unsafe { dot_codes_avx2(d, c) };
         }
     }
-    dot_i8_portable(q, c)
+    dot_codes_portable(d, c)
 }
 
+fn dot_codes_portable(d: &[i16], c: &[u8]) -> i64 {
+    d.iter().zip(c).map(|(&a, &b)| a as i64 * (b as i8) as i64).sum()
+}
+
+/// Sixteen codes a step: sign-extended to 16 bits, multiplied in pairs and added to eight
+/// 32-bit lanes (`vpmaddwd`), which cannot overflow for up to 16,000 dimensions (see
+/// [`QUERY_CODE_MAX`]).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-unsafe fn dot_i8_avx2(q: &[f32], c: &[u8]) -> f64 {
-    dot_i8_portable(q, c)
-}
-
-#[inline(always)]
-fn dot_i8_portable(q: &[f32], c: &[u8]) -> f64 {
-    const W: usize = 16;
-    let n = q.len().min(c.len());
-    let mut acc = [0f32; W];
-    let (cq, cc) = (q[..n].chunks_exact(W), c[..n].chunks_exact(W));
-    let (rq, rc) = (cq.remainder(), cc.remainder());
-    for (x, y) in cq.zip(cc) {
-        for l in 0..W {
-            acc[l] += x[l] * (y[l] as i8) as f32;
-        }
+unsafe fn dot_codes_avx2(d: &[i16], c: &[u8]) -> i64 {
+    use std::arch::x86_64::*;
+    let n = d.len().min(c.len());
+    let steps = n / 16;
+    let mut acc = _mm256_setzero_si256();
+    for i in 0..steps {
+        // SAFETY: i*16 + 16 <= n, within both slices; unaligned loads.
+        let (cv, dv) = unsafe {
+            (
+                _mm256_cvtepi8_epi16(_mm_loadu_si128(c.as_ptr().add(i * 16) as *const __m128i)),
+                _mm256_loadu_si256(d.as_ptr().add(i * 16) as *const __m256i),
+            )
+        };
+        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(cv, dv));
     }
-    let mut s: f64 = acc.iter().map(|&v| v as f64).sum();
-    for (x, y) in rq.iter().zip(rc) {
-        s += (*x as f64) * ((*y as i8) as f64);
-    }
-    s
+    let mut lanes = [0i32; 8];
+    // SAFETY: `lanes` is 32 bytes; unaligned store.
+    unsafe { _mm256_storeu_si256(lanes.as_mut_ptr() as *mut __m256i, acc) };
+    lanes.iter().map(|&v| v as i64).sum::<i64>() + dot_codes_portable(&d[steps * 16..n], &c[steps * 16..n])
 }
 
 #[cfg(test)]
@@ -348,6 +381,20 @@ mod tests {
         assert!(Pack::parse(&[]).is_none());
         assert_eq!(capacity(512, 7800), (7800 - 12) / 536);
         assert_eq!(capacity(16000, 7800), 0);
+    }
+
+    #[test]
+    fn the_integer_dot_product_is_exact() {
+        let mut r = Lcg(9);
+        for n in [0usize, 1, 15, 16, 17, 100, 512, 16000] {
+            let d: Vec<i16> = (0..n).map(|_| (r.f() * 4095.0) as i16).collect();
+            let c: Vec<u8> = (0..n).map(|_| ((r.f() * 127.0) as i8) as u8).collect();
+            assert_eq!(dot_codes(&d, &c), dot_codes_portable(&d, &c), "n={n}");
+        }
+        // The extremes, all dimensions at once.
+        let d = vec![4095i16; 16000];
+        let c = vec![(-127i8) as u8; 16000];
+        assert_eq!(dot_codes(&d, &c), -4095 * 127 * 16000);
     }
 
     #[test]

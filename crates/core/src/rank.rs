@@ -84,17 +84,58 @@ impl Pool {
 
 /// Whether entry `i` has a newer entry whose cosine to it is at least `compete`.
 pub fn has_newer_competitor(entries: &[PoolEntry], i: usize, compete: f64) -> bool {
-    let e = &entries[i];
-    entries.iter().any(|o| (o.created, o.id) > (e.created, e.id) && vecmath::dot(&e.unit, &o.unit) >= compete)
+    Competition::new(entries, compete).has_newer(i)
+}
+
+/// Dimensions of the prefix that screens pairs before the full dot product.
+const PREFIX: usize = 64;
+
+/// The pairwise check of a pool, screened: `|a-b|² = |a|² + |b|² - 2a·b`, and the distance over
+/// a prefix is at most the whole distance, so a pair whose prefix is already farther apart than
+/// `a·b >= compete` allows cannot compete, and needs no full dot product.
+struct Competition<'a> {
+    entries: &'a [PoolEntry],
+    compete: f64,
+    sq_norms: Vec<f64>,
+    prefix: usize,
+}
+
+impl<'a> Competition<'a> {
+    fn new(entries: &'a [PoolEntry], compete: f64) -> Self {
+        let sq_norms = entries.iter().map(|e| vecmath::dot_fast(&e.unit, &e.unit)).collect();
+        let prefix = entries.first().map_or(0, |e| e.unit.len().min(PREFIX));
+        Competition { entries, compete, sq_norms, prefix }
+    }
+
+    fn competes(&self, i: usize, j: usize) -> bool {
+        let (a, b) = (&self.entries[i].unit, &self.entries[j].unit);
+        if a.len() == b.len() && a.len() >= self.prefix {
+            // A margin for rounding: the screen only ever lets more pairs through.
+            let limit = self.sq_norms[i] + self.sq_norms[j] - 2.0 * self.compete + 1e-3;
+            if (vecmath::sq_distance_fast(&a[..self.prefix], &b[..self.prefix]) as f64) > limit {
+                return false;
+            }
+        }
+        vecmath::dot_fast(a, b) >= self.compete
+    }
+
+    fn has_newer(&self, i: usize) -> bool {
+        let e = &self.entries[i];
+        (0..self.entries.len()).any(|j| {
+            let o = &self.entries[j];
+            (o.created, o.id) > (e.created, e.id) && self.competes(i, j)
+        })
+    }
 }
 
 /// Ranks the pool: returns every entry with its final score, best first. `multiplier(age_hours,
 /// episodic)` is the decay of a memory that has a newer competitor.
 pub fn rank_pool(entries: &[PoolEntry], compete: f64, multiplier: impl Fn(f64, bool) -> f64) -> Vec<Ranked> {
+    let competition = Competition::new(entries, compete);
     let mut out: Vec<Ranked> = (0..entries.len())
         .map(|i| {
             let e = &entries[i];
-            let m = if has_newer_competitor(entries, i, compete) { multiplier(e.age_hours, e.episodic) } else { 1.0 };
+            let m = if competition.has_newer(i) { multiplier(e.age_hours, e.episodic) } else { 1.0 };
             Ranked { id: e.id, score: e.base * m, similarity: e.similarity }
         })
         .collect();
@@ -119,6 +160,38 @@ mod tests {
 
     fn decay(age: f64, episodic: bool) -> f64 {
         DecayParams::default().multiplier(DecayMode::Exponential, age, if episodic { 0.4 } else { 0.0 })
+    }
+
+    #[test]
+    fn the_screened_check_agrees_with_the_full_dot_product() {
+        // Near-duplicates, unrelated vectors, and some not of unit length.
+        let mut state = 5u64;
+        let mut f = || {
+            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            ((state >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        };
+        for &d in &[8usize, 100, 512] {
+            let base: Vec<f32> = (0..d).map(|_| f()).collect();
+            let entries: Vec<PoolEntry> = (0..30)
+                .map(|i| {
+                    let noise = [0.02f32, 0.2, 2.0][i % 3];
+                    let mut v: Vec<f32> = base.iter().map(|x| x + noise * f()).collect();
+                    if i % 4 != 0 {
+                        v = vecmath::normalized(&v);
+                    }
+                    PoolEntry { id: i as i64, similarity: 0.5, base: 0.5, created: i as i64, age_hours: 1.0, episodic: false, unit: v }
+                })
+                .collect();
+            for compete in [0.5, 0.9, 0.99] {
+                let c = Competition::new(&entries, compete);
+                for i in 0..entries.len() {
+                    let naive = entries.iter().any(|o| {
+                        (o.created, o.id) > (entries[i].created, entries[i].id) && vecmath::dot(&entries[i].unit, &o.unit) >= compete
+                    });
+                    assert_eq!(c.has_newer(i), naive, "d={d} compete={compete} i={i}");
+                }
+            }
+        }
     }
 
     #[test]

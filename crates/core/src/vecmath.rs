@@ -107,6 +107,43 @@ fn dot_and_sq_norm_portable(a: &[f32], b: &[f32]) -> (f64, f64) {
     (ds, qs)
 }
 
+/// `Σ aᵢbᵢ` in 32 lanes, with fused multiply-adds on a CPU that has them: for
+/// ranking's pairwise checks, which compare against a threshold with a margin.
+pub fn dot_fast(a: &[f32], b: &[f32]) -> f64 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+            // SAFETY: the CPU supports AVX2 and FMA, checked just above.
+            return unsafe { dot_avx2_fma(a, b) };
+        }
+    }
+    dot_wide::<false>(a, b)
+}
+
+/// `|a - b|²` over the common length, as [`dot_fast`].
+pub fn sq_distance_fast(a: &[f32], b: &[f32]) -> f32 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+            // SAFETY: the CPU supports AVX2 and FMA, checked just above.
+            return unsafe { sq_distance_avx2_fma(a, b) };
+        }
+    }
+    sq_distance_wide::<false>(a, b)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn dot_avx2_fma(a: &[f32], b: &[f32]) -> f64 {
+    dot_wide::<true>(a, b)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn sq_distance_avx2_fma(a: &[f32], b: &[f32]) -> f32 {
+    sq_distance_wide::<true>(a, b)
+}
+
 /// `Σ aᵢbᵢ` in 32 independent lanes (four AVX2 registers), so additions do not wait on each
 /// other; `FUSED` uses fused multiply-adds (only in code built for a CPU that has them, like
 /// `consolidate::cluster_near_duplicates`).

@@ -1,0 +1,171 @@
+//! Recall through packed embeddings under real concurrency: while one connection rewrites
+//! embeddings, raises importance, deletes memories and writes them again under their ids, and
+//! adds new ones, another rebuilds the user's packs over and over, and readers compare recall
+//! with and without packs inside one snapshot. Every comparison must be equal.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread;
+
+use agent_memory_tests::{connect, fresh_db, Rng};
+use pgvector::Vector;
+
+const DIMS: usize = 48;
+const USER: &str = "packed-user";
+
+fn ranking(c: &mut postgres::Transaction<'_>, packed: bool, q: &[f32], k: i32, decay: Option<&str>) -> Vec<(i64, String)> {
+    c.execute("SELECT set_config('agent_memory.packed_recall', $1, true)", &[&packed.to_string()]).unwrap();
+    c.query(
+        "SELECT id, round(score::numeric, 9)::text FROM agent_memory.memory_recall($1, $2::vector, $3, model => 'm48', decay => $4, touch => false)",
+        &[&USER, &Vector::from(q.to_vec()), &k, &decay],
+    )
+    .unwrap()
+    .iter()
+    .map(|r| (r.get(0), r.get(1)))
+    .collect()
+}
+
+#[test]
+fn recall_with_packs_equals_recall_without_while_everything_changes() {
+    let db = "am_it_packs";
+    let mut c = fresh_db(db);
+    c.execute(
+        "INSERT INTO agent_memory.memories (user_id, content, emb, embedding_model, importance) \
+         SELECT $1, 'memory ' || g, (SELECT array_agg(sin(g * 0.917 * j + j * 0.31))::real[]::vector FROM generate_series(1, 48) j), \
+                'm48', (g % 10) / 10.0 FROM generate_series(1, 1500) g",
+        &[&USER],
+    )
+    .unwrap();
+    let packed: i64 = c.query_one("SELECT agent_memory.memory_pack($1)", &[&USER]).unwrap().get(0);
+    assert_eq!(packed, 1500);
+
+    let stop = Arc::new(AtomicBool::new(false));
+    // The writer: every kind of change the stale marks must catch, and some they need not.
+    let writer = {
+        let stop = stop.clone();
+        thread::spawn(move || {
+            let mut c = connect(db);
+            let mut rng = Rng(17);
+            let mut rounds = 0;
+            while !stop.load(Ordering::Relaxed) && rounds < 400 {
+                let ids: Vec<i64> = c
+                    .query("SELECT id FROM agent_memory.memories WHERE user_id = $1 AND active ORDER BY random() LIMIT 4", &[&USER])
+                    .unwrap()
+                    .iter()
+                    .map(|r| r.get(0))
+                    .collect();
+                let v = Vector::from(rng.vector(DIMS));
+                match rounds % 5 {
+                    0 => c.execute("UPDATE agent_memory.memories SET emb = $2 WHERE id = $1", &[&ids[0], &v]),
+                    1 => c.execute("UPDATE agent_memory.memories SET importance = 1 WHERE id = ANY ($1)", &[&ids]),
+                    2 => {
+                        let mut t = c.transaction().unwrap();
+                        t.execute("DELETE FROM agent_memory.memories WHERE id = $1", &[&ids[1]]).unwrap();
+                        t.execute(
+                            "INSERT INTO agent_memory.memories (id, user_id, content, emb, embedding_model, importance) \
+                             VALUES ($1, $2, 'written again', $3, 'm48', 0.9)",
+                            &[&ids[1], &USER, &v],
+                        )
+                        .unwrap();
+                        t.commit().map(|_| 1)
+                    }
+                    3 => c.execute(
+                        "INSERT INTO agent_memory.memories (user_id, content, emb, embedding_model, importance) VALUES ($1, 'new', $2, 'm48', 0.7)",
+                        &[&USER, &v],
+                    ),
+                    _ => c.execute(
+                        "UPDATE agent_memory.memories SET active = false, retired_at = now(), retired_reason = 'deleted' WHERE id = $1",
+                        &[&ids[2]],
+                    ),
+                }
+                .unwrap();
+                rounds += 1;
+            }
+            rounds
+        })
+    };
+    // The packer: rebuilds as fast as it can, as the worker would now and then.
+    let packer = {
+        let stop = stop.clone();
+        thread::spawn(move || {
+            let mut c = connect(db);
+            let mut builds = 0;
+            while !stop.load(Ordering::Relaxed) {
+                c.query_one("SELECT agent_memory.memory_pack($1)", &[&USER]).unwrap();
+                builds += 1;
+            }
+            builds
+        })
+    };
+    // Two readers: one snapshot per comparison.
+    let readers: Vec<_> = (0..2)
+        .map(|r| {
+            thread::spawn(move || {
+                let mut c = connect(db);
+                let mut rng = Rng(100 + r);
+                let mut compared = 0;
+                for i in 0..120 {
+                    let q = rng.vector(DIMS);
+                    let k = [1, 5, 20][i % 3];
+                    let decay = [None, Some("none")][i % 2];
+                    let mut t = c.build_transaction().isolation_level(postgres::IsolationLevel::RepeatableRead).start().unwrap();
+                    let with = ranking(&mut t, true, &q, k, decay);
+                    let without = ranking(&mut t, false, &q, k, decay);
+                    t.commit().unwrap();
+                    assert_eq!(with, without, "reader {r}, query {i} (k {k}, decay {decay:?})");
+                    assert_eq!(with.len(), k as usize);
+                    compared += 1;
+                }
+                compared
+            })
+        })
+        .collect();
+    let compared: usize = readers.into_iter().map(|h| h.join().unwrap()).sum();
+    stop.store(true, Ordering::Relaxed);
+    let rounds = writer.join().unwrap();
+    let builds = packer.join().unwrap();
+    assert_eq!(compared, 240);
+    assert!(rounds > 10 && builds > 2, "the writer ({rounds} rounds) and the packer ({builds} builds) both ran");
+
+    // Quiet now: after a last rebuild nothing is marked, and the packs hold every active memory.
+    let packed: i64 = c.query_one("SELECT agent_memory.memory_pack($1)", &[&USER]).unwrap().get(0);
+    let active: i64 = c.query_one("SELECT count(*) FROM agent_memory.memories WHERE user_id = $1 AND active", &[&USER]).unwrap().get(0);
+    assert_eq!(packed, active);
+    let stale: i64 = c.query_one("SELECT count(*) FROM agent_memory.memory_pack_stale", &[]).unwrap().get(0);
+    assert_eq!(stale, 0);
+}
+
+#[test]
+fn the_worker_packs_a_large_user_by_itself() {
+    // The workers' database of the test server (agent_memory.worker_databases), with a short
+    // pack interval and a small threshold.
+    let mut c = agent_memory_tests::worker_database("agent_memory_workers");
+    agent_memory_tests::alter_system(&mut c, &[("pack_interval", "1"), ("pack_min_memories", "50")]);
+    c.execute("DELETE FROM agent_memory.memories WHERE user_id IN ('worker-packed', 'worker-small')", &[]).unwrap();
+    c.execute(
+        "INSERT INTO agent_memory.memories (user_id, content, emb, embedding_model) \
+         SELECT CASE WHEN g <= 80 THEN 'worker-packed' ELSE 'worker-small' END, 'memory ' || g, \
+                (SELECT array_agg(cos(g * 1.1 * j))::real[]::vector FROM generate_series(1, 8) j), 'm8' FROM generate_series(1, 100) g",
+        &[],
+    )
+    .unwrap();
+    let mut packed = 0i64;
+    for _ in 0..300 {
+        packed = c
+            .query_one("SELECT coalesce(sum(memories), 0)::bigint FROM agent_memory.memory_packs WHERE user_id = 'worker-packed'", &[])
+            .unwrap()
+            .get(0);
+        if packed == 80 {
+            break;
+        }
+        thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let small: i64 = c.query_one("SELECT count(*) FROM agent_memory.memory_packs WHERE user_id = 'worker-small'", &[]).unwrap().get(0);
+    for statement in
+        ["ALTER SYSTEM RESET agent_memory.pack_interval", "ALTER SYSTEM RESET agent_memory.pack_min_memories", "SELECT pg_reload_conf()"]
+    {
+        c.batch_execute(statement).unwrap();
+    }
+    assert_eq!(packed, 80, "the worker packed the user above pack_min_memories");
+    assert_eq!(small, 0, "and left the smaller one alone");
+}
