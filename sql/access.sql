@@ -8,6 +8,14 @@
 
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA agent_memory FROM PUBLIC;
 
+-- The delete trigger that keeps packs honest (see memories_mark_stale in schema.sql), skipped
+-- while forgetting's purge marks its own deletes in one statement. Every role that deletes
+-- evaluates the condition.
+GRANT EXECUTE ON FUNCTION agent_memory.pack_deletes_marked() TO PUBLIC;
+CREATE TRIGGER memories_pack_stale_delete AFTER DELETE ON agent_memory.memories
+    FOR EACH ROW WHEN (NOT agent_memory.pack_deletes_marked())
+    EXECUTE FUNCTION agent_memory.memories_mark_stale();
+
 -- Isolation by the database: a role sees, changes and adds only the rows of the user its session
 -- names in agent_memory.user_id (none when it names no user). Admins (members of
 -- agent_memory_admin) and the workers see every user; superusers always do. The functions that

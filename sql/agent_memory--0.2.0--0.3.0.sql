@@ -84,8 +84,6 @@ CREATE TRIGGER memories_pack_stale_update AFTER UPDATE ON agent_memory.memories
           OR NEW.id IS DISTINCT FROM OLD.id
           OR NEW.user_id IS DISTINCT FROM OLD.user_id)
     EXECUTE FUNCTION agent_memory.memories_mark_stale();
-CREATE TRIGGER memories_pack_stale_delete AFTER DELETE ON agent_memory.memories
-    FOR EACH ROW EXECUTE FUNCTION agent_memory.memories_mark_stale();
 CREATE TRIGGER memories_pack_stale_truncate AFTER TRUNCATE ON agent_memory.memories
     FOR EACH STATEMENT EXECUTE FUNCTION agent_memory.memories_mark_stale();
 
@@ -197,6 +195,15 @@ SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'memory_pack_wrapper';
 REVOKE ALL ON FUNCTION agent_memory.memory_pack(text, text) FROM PUBLIC;
+
+CREATE FUNCTION "pack_deletes_marked"() RETURNS bool /* bool */
+STRICT VOLATILE PARALLEL SAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'pack_deletes_marked_wrapper';
+GRANT EXECUTE ON FUNCTION agent_memory.pack_deletes_marked() TO PUBLIC;
+CREATE TRIGGER memories_pack_stale_delete AFTER DELETE ON agent_memory.memories
+    FOR EACH ROW WHEN (NOT agent_memory.pack_deletes_marked())
+    EXECUTE FUNCTION agent_memory.memories_mark_stale();
 
 -- Roles that grant_access made admins under 0.2.0 get what the admin level now includes.
 DO $do$

@@ -400,8 +400,8 @@ CREATE TRIGGER memories_pack_stale_update AFTER UPDATE ON agent_memory.memories
           OR NEW.id IS DISTINCT FROM OLD.id
           OR NEW.user_id IS DISTINCT FROM OLD.user_id)
     EXECUTE FUNCTION agent_memory.memories_mark_stale();
-CREATE TRIGGER memories_pack_stale_delete AFTER DELETE ON agent_memory.memories
-    FOR EACH ROW EXECUTE FUNCTION agent_memory.memories_mark_stale();
+-- (The delete trigger is created with the access rules: its condition calls a function of the
+-- library, pack_deletes_marked.)
 CREATE TRIGGER memories_pack_stale_truncate AFTER TRUNCATE ON agent_memory.memories
     FOR EACH STATEMENT EXECUTE FUNCTION agent_memory.memories_mark_stale();
 

@@ -111,8 +111,8 @@ static KEYWORD_STEMMING: GucSetting<bool> = GucSetting::<bool>::new(true);
 /// `agent_memory.recency_channel`: whether hybrid recall fuses a third, recency ranking (default off).
 static RECENCY_CHANNEL: GucSetting<bool> = GucSetting::<bool>::new(false);
 
-/// `agent_memory.exact_limit`: above this many candidates, recall uses the model's HNSW index (default 20,000).
-static EXACT_LIMIT: GucSetting<i32> = GucSetting::<i32>::new(20_000);
+/// `agent_memory.exact_limit`: above this many candidates, recall uses the model's HNSW index (default 200,000).
+static EXACT_LIMIT: GucSetting<i32> = GucSetting::<i32>::new(200_000);
 /// `agent_memory.approximate_candidates`: candidates the approximate path fetches by similarity (default 2,000).
 static APPROXIMATE_CANDIDATES: GucSetting<i32> = GucSetting::<i32>::new(2_000);
 /// `agent_memory.packed_recall`: whether vector-only recall reads the packed embeddings (default on).

@@ -514,7 +514,8 @@ pub fn with_fresh_snapshot<R>(f: impl FnOnce() -> R) -> R {
 /// The entries of `memories_user_model_active` for (user, model): each memory's id and where
 /// its row is, in id order, read from the index alone. Entries of row versions that are not
 /// visible (deleted, or not yet committed) are included: the caller reads the row to know.
-pub fn active_entries(user: &str, model: &str, out: &mut Vec<(i64, pg_sys::ItemPointerData)>) -> Result<()> {
+/// Stops, returning false, before the entry after `limit`.
+pub fn active_entries(user: &str, model: &str, limit: usize, out: &mut Vec<(i64, pg_sys::ItemPointerData)>) -> Result<bool> {
     let (rel_oid, index_oid) = relations()?;
     // The scan's key is the user alone and the model is compared here, in place: the index's
     // own check of a second text key on every entry costs more than the rest of the walk. (Only
@@ -573,12 +574,16 @@ pub fn active_entries(user: &str, model: &str, out: &mut Vec<(i64, pg_sys::ItemP
                 }
             };
             if let Some(id) = entry {
+                if out.len() == limit {
+                    drop(s);
+                    return Ok(false);
+                }
                 out.push((id, *tid));
             }
         }
     }
     drop(s);
-    Ok(())
+    Ok(true)
 }
 
 /// The model (its bytes) and the id of an index tuple of `memories_user_model_active`, read in
@@ -728,9 +733,9 @@ fn pack_relations() -> Result<Option<(pg_sys::Oid, pg_sys::Oid, pg_sys::Oid, pg_
     Ok(Some((oids[0], oids[1], oids[2], oids[3])))
 }
 
-/// Calls `f` with the payload of each pack of (user, model) in pack order; returns whether the
-/// schema has packs at all.
-pub fn for_each_pack(user: &str, model: &str, mut f: impl FnMut(&[u8]) -> Result<()>) -> Result<bool> {
+/// Calls `f` with the payload of each pack of (user, model) in pack order, while it returns
+/// true; returns whether the schema has packs at all.
+pub fn for_each_pack(user: &str, model: &str, mut f: impl FnMut(&[u8]) -> Result<bool>) -> Result<bool> {
     let Some((packs, packs_pkey, _, _)) = pack_relations()? else {
         return Ok(false);
     };
@@ -746,7 +751,9 @@ pub fn for_each_pack(user: &str, model: &str, mut f: impl FnMut(&[u8]) -> Result
                 continue;
             }
             let bytes = crate::vector::bytes_of(*(*s.slot).tts_values.add(payload - 1));
-            f(bytes)?;
+            if !f(bytes)? {
+                break;
+            }
         }
         drop(s);
     }

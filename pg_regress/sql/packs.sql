@@ -51,6 +51,14 @@ SET client_min_messages = debug1;
 SELECT count(*) FROM agent_memory.memory_recall('pack-user', (SELECT q FROM pack_q WHERE i = 1), 5, model => 'p32',
                                                 decay => 'none', touch => false);
 RESET client_min_messages;
+-- Above exact_limit memories the packed path steps aside (its memory grows with the user): the
+-- rows are read as without packs, and nothing is said.
+SET agent_memory.exact_limit = 100;
+SET client_min_messages = debug1;
+SELECT count(*) FROM agent_memory.memory_recall('pack-user', (SELECT q FROM pack_q WHERE i = 1), 5, model => 'p32',
+                                                decay => 'none', touch => false);
+RESET client_min_messages;
+RESET agent_memory.exact_limit;
 
 -- A packed memory gets a new embedding: recall finds it by the new one.
 UPDATE agent_memory.memories SET emb = (SELECT q FROM pack_q WHERE i = 2)
@@ -130,6 +138,23 @@ BEGIN ISOLATION LEVEL REPEATABLE READ;
 SELECT agent_memory.memory_pack('pack-user');
 ROLLBACK;
 
+-- Forgetting's purge deletes retired memories past the regret window and marks those a pack
+-- holds in the same statement (the row trigger stands aside).
+CREATE TABLE pack_purged AS
+SELECT id FROM agent_memory.memories WHERE user_id = 'pack-user' AND content IN ('packed memory 150', 'packed memory 151');
+UPDATE agent_memory.memories SET active = false, retired_at = now() - interval '400 days', retired_reason = 'deleted'
+ WHERE id IN (SELECT id FROM pack_purged);
+SELECT count(*) AS marked_before FROM agent_memory.memory_pack_stale WHERE id IN (SELECT id FROM pack_purged);
+SELECT rows > 0 AS purged FROM agent_memory.memory_forget() WHERE step = 'purge';
+SELECT (SELECT count(*) FROM agent_memory.memories WHERE id IN (SELECT id FROM pack_purged)) AS left_over,
+       (SELECT count(*) FROM agent_memory.memory_pack_stale WHERE id IN (SELECT id FROM pack_purged)) AS marked;
+SELECT agent_memory.pack_deletes_marked() AS still_set;
+SELECT pg_temp.differences();
+-- A delete by hand is marked by the row trigger.
+DELETE FROM agent_memory.memories WHERE user_id = 'pack-user' AND content = 'packed memory 152';
+SELECT count(*) AS marked FROM agent_memory.memory_pack_stale s JOIN agent_memory.memory_packs p USING (user_id, embedding_model)
+ WHERE s.user_id = 'pack-user' AND p.pack_no = 0 AND s.id NOT IN (SELECT id FROM pack_purged);
+
 -- Erasure deletes the user's packs and marks with the rest.
 UPDATE agent_memory.memories SET importance = 1 WHERE user_id = 'pack-user' AND content = 'packed memory 1';
 SELECT memories FROM agent_memory.memory_erase('pack-user');
@@ -138,4 +163,4 @@ SELECT (SELECT count(*) FROM agent_memory.memory_packs WHERE user_id = 'pack-use
 
 SELECT agent_memory.revoke_access('pack_reader');
 DROP ROLE pack_reader;
-DROP TABLE pack_q, pack_moved;
+DROP TABLE pack_q, pack_moved, pack_purged;

@@ -127,14 +127,34 @@ const ARCHIVE_OVER_COUNT: &str = "\
 SELECT coalesce(sum(x.n - $1), 0)::bigint FROM (SELECT count(*) AS n FROM agent_memory.memories m \
   WHERE m.active AND m.archived_at IS NOT NULL AND NOT m.protected GROUP BY m.user_id HAVING count(*) > $1) x";
 
-/// Retired memories past the regret window, oldest retirement first. Evidence of a summary
-/// (`summarized`, still pointing to its summary) stays.
+/// The users and models of the next purge batch, each with its pack lock taken (shared): a
+/// rebuild of their packs waits for the batch, and the batch's marks (below) see every pack
+/// committed before.
+const PURGE_LOCK_USERS: &str = concat!(
+    "SELECT array_agg(x.user_id), array_agg(x.embedding_model) FROM ( \
+       SELECT DISTINCT y.user_id, y.embedding_model FROM ( \
+         SELECT m.user_id, m.embedding_model FROM agent_memory.memories m \
+          WHERE NOT m.active AND m.retired_at < now() - make_interval(mins => $2) \
+            AND NOT (m.retired_reason = 'summarized' AND m.superseded_by IS NOT NULL) \
+          ORDER BY m.retired_at LIMIT $1) y) x, \
+     LATERAL (SELECT pg_catalog.pg_advisory_xact_lock_shared(pg_catalog.hashtextextended( \
+                'agent_memory.pack:' || x.user_id || '/' || x.embedding_model, (SELECT s.salt FROM agent_memory.lock_salt s)))) l"
+);
+/// Retired memories past the regret window, oldest retirement first, of the users and models
+/// locked by PURGE_LOCK_USERS. Evidence of a summary (`summarized`, still pointing to its
+/// summary) stays. A deleted memory that a pack may hold is marked stale here, for the whole
+/// batch at once (the row trigger is told to skip these: `pack_deletes_marked`).
 const PURGE_BATCH: &str = "\
 WITH c AS (SELECT m.ctid AS t FROM agent_memory.memories m \
             WHERE NOT m.active AND m.retired_at < now() - make_interval(mins => $2) \
               AND NOT (m.retired_reason = 'summarized' AND m.superseded_by IS NOT NULL) \
+              AND (m.user_id, m.embedding_model) IN (SELECT u, e FROM unnest($3::text[], $4::text[]) AS l(u, e)) \
             ORDER BY m.retired_at LIMIT $1 FOR UPDATE SKIP LOCKED), \
-     d AS (DELETE FROM agent_memory.memories m USING c WHERE m.ctid = c.t RETURNING 1) \
+     d AS (DELETE FROM agent_memory.memories m USING c WHERE m.ctid = c.t RETURNING m.user_id, m.embedding_model, m.id), \
+     s AS (INSERT INTO agent_memory.memory_pack_stale (user_id, embedding_model, id) \
+           SELECT d.user_id, d.embedding_model, d.id FROM d \
+            WHERE EXISTS (SELECT 1 FROM agent_memory.memory_packs p \
+                           WHERE p.user_id = d.user_id AND p.embedding_model = d.embedding_model AND p.last_id >= d.id)) \
 SELECT count(*) FROM d";
 const PURGE_COUNT: &str = "\
 SELECT count(*) FROM agent_memory.memories m \
@@ -284,13 +304,32 @@ pub fn forget_pass<D: Driver>(d: &mut D, dry_run: bool) -> Result<Steps> {
 
     // 4. Purge after the regret window; delete turns past their retention.
     steps.push(step("purge", || -> Result<i64> {
-        let memories =
-            older_than(d, dry_run, batch, gucs::regret_window_minutes(), (PURGE_COUNT, PURGE_BATCH), "purging retired memories")?;
+        let memories = purge_memories(d, dry_run, batch)?;
         let turns =
             older_than(d, dry_run, batch, gucs::turn_retention_minutes(), (PURGE_TURNS_COUNT, PURGE_TURNS_BATCH), "deleting old turns")?;
         Ok(memories + turns)
     })?);
     Ok(steps)
+}
+
+/// Deletes retired memories past the regret window in batches (or with `dry_run` counts them).
+fn purge_memories<D: Driver>(d: &mut D, dry_run: bool, batch: i64) -> Result<i64> {
+    let Some(minutes) = gucs::regret_window_minutes() else { return Ok(0) };
+    let minutes = minutes.min(i32::MAX as i64) as i32;
+    if dry_run {
+        return d.read(|c| tally(c, PURGE_COUNT, &[minutes.into()], "purging retired memories"));
+    }
+    until_done(d, batch, |c| {
+        let (users, models): (Option<Vec<String>>, Option<Vec<String>>) = c
+            .select(PURGE_LOCK_USERS, None, &[batch.into(), minutes.into()])
+            .map_err(spi("locking the packs of the purged users"))?
+            .first()
+            .get_two()
+            .map_err(spi("locking the packs of the purged users"))?;
+        let (Some(users), Some(models)) = (users, models) else { return Ok(0) };
+        let _marked = crate::api::pack::MarkingDeletes::start();
+        count(c, PURGE_BATCH, &[batch.into(), minutes.into(), users.into(), models.into()], "purging retired memories")
+    })
 }
 
 /// Deletes in batches what is older than `minutes` (`sql.1`, taking the batch size and the

@@ -56,15 +56,21 @@ pub(crate) fn rank_packed(
     let mut covered: Vec<bool> = Vec::new();
     let mut stale: Option<Vec<i64>> = None;
     let mut any = false;
+    let mut too_many = false;
     let mut next = 0usize;
     let has_packs = crate::scan::for_each_pack(user, model, |bytes| {
         let Some(pack) = core_pack::Pack::parse(bytes) else {
             // A pack of another format: its memories stay uncovered and are read exactly.
-            return Ok(());
+            return Ok(true);
         };
         if !any {
             any = true;
-            crate::scan::active_entries(user, model, &mut entries)?;
+            // Memory per call grows with the user's memories (32 bytes each): above
+            // exact_limit, the row-by-row path (or the approximate one) takes over.
+            if !crate::scan::active_entries(user, model, gucs::exact_limit(), &mut entries)? {
+                too_many = true;
+                return Ok(false);
+            }
             covered = vec![false; entries.len()];
             stale = Some(crate::scan::stale_ids(user, model)?);
         }
@@ -97,9 +103,9 @@ pub(crate) fn rank_packed(
             // A relative allowance for the product's own rounding.
             bounded.push((ub + ub.abs() * 1e-9, start as u32, end as u32));
         }
-        Ok(())
+        Ok(true)
     })?;
-    if !has_packs || !any {
+    if !has_packs || !any || too_many {
         return Ok(None);
     }
     let mut fetcher = crate::scan::Fetcher::new()?;
@@ -149,6 +155,35 @@ pub(crate) fn rank_packed(
     drop(fetcher);
     debug1!("agent_memory: recall read {read} of {} memories of the user exactly; packs ruled out the rest", entries.len());
     Ok(Some(read))
+}
+
+/// Whether this backend is running a statement that marks the packed memories it deletes by
+/// itself (the purge of forgetting), so the row trigger need not.
+static MARKING_DELETES: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Set while a statement that marks its own deletes runs; cleared when dropped (an error unwinds
+/// through the drop too).
+pub struct MarkingDeletes(());
+
+impl MarkingDeletes {
+    pub fn start() -> Self {
+        MARKING_DELETES.store(true, std::sync::atomic::Ordering::Relaxed);
+        MarkingDeletes(())
+    }
+}
+
+impl Drop for MarkingDeletes {
+    fn drop(&mut self) {
+        MARKING_DELETES.store(false, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// For the delete trigger of `memories`: true while the running statement marks the packed
+/// memories it deletes by itself (forgetting's purge), so the row trigger skips them. Only the
+/// extension's own code sets it.
+#[pg_extern(volatile, parallel_safe)]
+fn pack_deletes_marked() -> bool {
+    MARKING_DELETES.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 const LOCK_PACK: &str = concat!(
@@ -323,7 +358,7 @@ fn pack_user(user_id: Option<&str>, model: Option<&str>) -> Result<i64> {
                 PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
                 format!("packing the memories of user \"{user}\" needs maintenance rights"),
             )
-            .hint("Run it as an agent_memory admin (agent_memory.grant_access(role, 'admin')) or as the user's own session."));
+            .hint("Run it as an agent_memory admin (agent_memory.grant_access(role, 'admin')); the background worker packs every user by itself."));
         }
         let models: Vec<String> = {
             let table = client.select(USER_MODELS, None, &[user.into(), model.into()]).map_err(spi("reading the user's models"))?;

@@ -383,11 +383,11 @@ fn main() {
                 c.batch_execute(&format!(
                     "CREATE TABLE bench_plain (id bigint PRIMARY KEY, user_id text NOT NULL, emb vector({d}) NOT NULL,                        importance real NOT NULL, last_hit_at timestamptz NOT NULL, kind text NOT NULL);
                      INSERT INTO bench_plain SELECT id, user_id, emb, importance, last_hit_at, kind FROM agent_memory.memories ORDER BY id;
-                     CREATE INDEX ON bench_plain (user_id);
-                     VACUUM ANALYZE bench_plain;",
+                     CREATE INDEX ON bench_plain (user_id);",
                     d = set.dims
                 ))
                 .unwrap();
+                c.batch_execute("VACUUM ANALYZE bench_plain").unwrap();
                 let plain_reference = reference
                     .replace("agent_memory.memories", "bench_plain")
                     .replace(&format!(" AND embedding_model = '{}'", set.model), "")
