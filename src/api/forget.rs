@@ -130,16 +130,14 @@ SELECT coalesce(sum(x.n - $1), 0)::bigint FROM (SELECT count(*) AS n FROM agent_
 /// The users and models of the next purge batch, each with its pack lock taken (shared): a
 /// rebuild of their packs waits for the batch, and the batch's marks (below) see every pack
 /// committed before.
-const PURGE_LOCK_USERS: &str = concat!(
-    "SELECT array_agg(x.user_id), array_agg(x.embedding_model) FROM ( \
+const PURGE_LOCK_USERS: &str = "SELECT array_agg(x.user_id), array_agg(x.embedding_model) FROM ( \
        SELECT DISTINCT y.user_id, y.embedding_model FROM ( \
          SELECT m.user_id, m.embedding_model FROM agent_memory.memories m \
           WHERE NOT m.active AND m.retired_at < now() - make_interval(mins => $2) \
             AND NOT (m.retired_reason = 'summarized' AND m.superseded_by IS NOT NULL) \
           ORDER BY m.retired_at LIMIT $1) y) x, \
      LATERAL (SELECT pg_catalog.pg_advisory_xact_lock_shared(pg_catalog.hashtextextended( \
-                'agent_memory.pack:' || x.user_id || '/' || x.embedding_model, (SELECT s.salt FROM agent_memory.lock_salt s)))) l"
-);
+                'agent_memory.pack:' || x.user_id || '/' || x.embedding_model, (SELECT s.salt FROM agent_memory.lock_salt s)))) l";
 /// Retired memories past the regret window, oldest retirement first, of the users and models
 /// locked by PURGE_LOCK_USERS. Evidence of a summary (`summarized`, still pointing to its
 /// summary) stays. A deleted memory that a pack may hold is marked stale here, for the whole
