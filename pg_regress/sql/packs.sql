@@ -106,6 +106,36 @@ SELECT agent_memory.memory_pack('pack-user', 'p32') AS packed;
 SELECT count(*) AS stale FROM agent_memory.memory_pack_stale WHERE user_id = 'pack-user';
 SELECT pg_temp.differences();
 
+-- Wide embeddings (2,000 dimensions): three to a pack, so a rebuild writes its packs in
+-- several statements as it reads; and embeddings too wide for a page get no pack.
+INSERT INTO agent_memory.memories (user_id, content, emb, embedding_model)
+SELECT 'wide-user', 'wide memory ' || g,
+       (SELECT array_agg(sin(g * 0.37 * j + j * 0.011))::real[]::vector FROM generate_series(1, 2000) j), 'p2000'
+  FROM generate_series(1, 200) g;
+INSERT INTO agent_memory.memories (user_id, content, emb, embedding_model)
+SELECT 'wide-user', 'too wide ' || g,
+       (SELECT array_agg(cos(g * 0.37 * j))::real[]::vector FROM generate_series(1, 8100) j), 'p8100'
+  FROM generate_series(1, 3) g;
+SELECT agent_memory.memory_pack('wide-user') AS packed;
+SELECT embedding_model, count(*) AS packs, min(pack_no), max(pack_no), sum(memories) AS memories
+  FROM agent_memory.memory_packs WHERE user_id = 'wide-user' GROUP BY 1;
+CREATE FUNCTION pg_temp.wide_ranking(packed boolean, q vector) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE r text;
+BEGIN
+    PERFORM set_config('agent_memory.packed_recall', packed::text, true);
+    SELECT string_agg(t.id || ':' || round(t.score::numeric, 9), ',' ORDER BY t.ord) INTO r
+      FROM agent_memory.memory_recall('wide-user', q, 5, model => 'p2000', touch => false)
+           WITH ORDINALITY AS t(id, content, score, similarity, kind, subject, predicate, object, importance,
+                                created_at, path, v, w, x, ord);
+    PERFORM set_config('agent_memory.packed_recall', 'on', true);
+    RETURN r;
+END $$;
+SELECT count(*) FILTER (WHERE pg_temp.wide_ranking(true, q) IS DISTINCT FROM pg_temp.wide_ranking(false, q)) AS differences
+  FROM (SELECT (SELECT array_agg(cos(i * 0.5 * j))::real[]::vector FROM generate_series(1, 2000) j) AS q
+          FROM generate_series(1, 5) i) x;
+SELECT content FROM agent_memory.memory_recall('wide-user',
+    (SELECT array_agg(cos(2 * 0.37 * j))::real[]::vector FROM generate_series(1, 8100) j), 1, model => 'p8100', touch => false);
+
 -- In a transaction: its own writes, and a rollback.
 BEGIN;
 UPDATE agent_memory.memories SET emb = (SELECT q FROM pack_q WHERE i = 6)

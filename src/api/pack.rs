@@ -201,8 +201,51 @@ SELECT 1, s.id, NULL, NULL, s.ctid FROM agent_memory.memory_pack_stale s WHERE s
 ORDER BY 1, 2";
 const INSERT_PACKS: &str = "\
 INSERT INTO agent_memory.memory_packs (user_id, embedding_model, pack_no, memories, last_id, payload) \
-SELECT $1, $2, p.n - 1, p.memories, p.last_id, p.payload \
+SELECT $1, $2, $6 + p.n - 1, p.memories, p.last_id, p.payload \
   FROM unnest($3::bytea[], $4::integer[], $5::bigint[]) WITH ORDINALITY AS p(payload, memories, last_id, n)";
+/// Packs written per statement while a rebuild reads on.
+const FLUSH_PACKS: usize = 64;
+
+/// Packs made and not yet written, and how many were written before them.
+#[derive(Default)]
+struct PackRows {
+    payloads: Vec<Vec<u8>>,
+    counts: Vec<i32>,
+    last_ids: Vec<i64>,
+    written: i32,
+}
+
+impl PackRows {
+    fn push(&mut self, w: PackWriter, last_id: i64) {
+        if !w.is_empty() {
+            self.counts.push(w.len() as i32);
+            self.last_ids.push(last_id);
+            self.payloads.push(w.finish());
+        }
+    }
+
+    fn pending(&self) -> usize {
+        self.payloads.len()
+    }
+
+    fn write(&mut self, client: &mut SpiClient<'_>, user: &str, model: &str) -> Result<()> {
+        if self.payloads.is_empty() {
+            return Ok(());
+        }
+        let n = self.payloads.len() as i32;
+        let args = [
+            user.into(),
+            model.into(),
+            std::mem::take(&mut self.payloads).into(),
+            std::mem::take(&mut self.counts).into(),
+            std::mem::take(&mut self.last_ids).into(),
+            self.written.into(),
+        ];
+        client.update(INSERT_PACKS, None, &args).map_err(spi("writing the packs"))?;
+        self.written += n;
+        Ok(())
+    }
+}
 const CLEAR_MARKS: &str = "DELETE FROM agent_memory.memory_pack_stale WHERE ctid = ANY ($1::tid[])";
 const CURSOR_BATCH: i64 = 1000;
 
@@ -227,26 +270,16 @@ pub fn build(client: &mut SpiClient<'_>, user: &str, model: &str) -> Result<i64>
     client.select(LOCK_PACK, None, &[user.into(), model.into()]).map_err(spi("locking the user's packs"))?;
     client.update(DROP_PACKS, None, &[user.into(), model.into()]).map_err(spi("dropping the old packs"))?;
     let budget = payload_budget(user, model);
-    let mut payloads: Vec<Vec<u8>> = Vec::new();
-    let mut counts: Vec<i32> = Vec::new();
-    let mut last_ids: Vec<i64> = Vec::new();
+    let mut out = PackRows::default();
     let mut marks: Vec<pg_sys::ItemPointerData> = Vec::new();
     let mut writer: Option<PackWriter> = None;
     let mut capacity = 0usize;
     let mut packed = 0i64;
-    let mut too_wide = false;
     let mut scratch = Vec::new();
     let mut last_id = i64::MIN;
-    let flush = |w: PackWriter, last: i64, payloads: &mut Vec<Vec<u8>>, counts: &mut Vec<i32>, last_ids: &mut Vec<i64>| {
-        if !w.is_empty() {
-            counts.push(w.len() as i32);
-            last_ids.push(last);
-            payloads.push(w.finish());
-        }
-    };
     {
         let mut cursor = client.open_cursor(READ_FOR_PACK, &[user.into(), model.into()]);
-        loop {
+        'read: loop {
             let mut table = cursor.fetch(CURSOR_BATCH).map_err(spi("reading the memories to pack"))?;
             if table.is_empty() {
                 break;
@@ -259,47 +292,52 @@ pub fn build(client: &mut SpiClient<'_>, user: &str, model: &str) -> Result<i64>
                     }
                     continue;
                 }
-                if too_wide {
-                    continue;
-                }
                 let id: i64 = table.get(2).map_err(spi("reading id"))?.ok_or_else(|| MemoryError::not_null_column("id"))?;
                 let importance: f32 =
                     table.get(3).map_err(spi("reading importance"))?.ok_or_else(|| MemoryError::not_null_column("importance"))?;
                 let Some(emb) = crate::vector::vector_column(&table, 4)? else {
                     continue;
                 };
-                if writer.is_none() {
+                if writer.is_none() && capacity == 0 {
                     capacity = core_pack::capacity(emb.dims(), budget);
                     if capacity == 0 {
-                        too_wide = true;
-                        continue;
+                        // Embeddings too wide for a page: no packs for this model (the stale
+                        // marks are read on, and cleared: nothing is packed).
+                        packed = 0;
+                        loop {
+                            while table.next().is_some() {
+                                if table.get::<i32>(1).map_err(spi("reading the rows to pack"))? == Some(1) {
+                                    if let Some(t) = table.get::<pg_sys::ItemPointerData>(5).map_err(spi("reading a stale mark"))? {
+                                        marks.push(t);
+                                    }
+                                }
+                            }
+                            table = cursor.fetch(CURSOR_BATCH).map_err(spi("reading the memories to pack"))?;
+                            if table.is_empty() {
+                                break 'read;
+                            }
+                        }
                     }
                 }
                 let q = emb.with_f32(&mut scratch, core_pack::quantize);
                 if writer.as_ref().is_some_and(|w| w.len() >= capacity) {
-                    flush(writer.take().expect("a writer"), last_id, &mut payloads, &mut counts, &mut last_ids);
+                    out.push(writer.take().expect("a writer"), last_id);
                 }
                 let w = writer.get_or_insert_with(|| PackWriter::new(q.codes.len(), capacity));
                 w.push(id, importance, &q);
                 last_id = id;
                 packed += 1;
             }
+            // A large user's packs go out as they are made: the memory a rebuild takes stays small.
+            if out.pending() >= FLUSH_PACKS {
+                out.write(client, user, model)?;
+            }
         }
     }
     if let Some(w) = writer.take() {
-        flush(w, last_id, &mut payloads, &mut counts, &mut last_ids);
+        out.push(w, last_id);
     }
-    if too_wide {
-        payloads.clear();
-        counts.clear();
-        last_ids.clear();
-        packed = 0;
-    }
-    if !payloads.is_empty() {
-        client
-            .update(INSERT_PACKS, None, &[user.into(), model.into(), payloads.into(), counts.into(), last_ids.into()])
-            .map_err(spi("writing the packs"))?;
-    }
+    out.write(client, user, model)?;
     if !marks.is_empty() {
         client.update(CLEAR_MARKS, None, &[marks.into()]).map_err(spi("clearing the stale marks"))?;
     }
