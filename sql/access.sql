@@ -103,7 +103,8 @@ BEGIN
                         agent_memory.predicates, agent_memory.runs, agent_memory.maintenance_state TO %s', role);
         EXECUTE format('GRANT SELECT ON agent_memory.erasures, agent_memory.last_runs TO %s', role);
         EXECUTE format('GRANT INSERT ON agent_memory.erasures TO %s', role);
-        EXECUTE format('GRANT SELECT, INSERT, DELETE ON agent_memory.memory_packs, agent_memory.memory_pack_stale TO %s', role);
+        EXECUTE format('GRANT SELECT, INSERT, DELETE ON agent_memory.memory_packs, agent_memory.memory_pack_users,
+                        agent_memory.memory_pack_stale TO %s', role);
         EXECUTE format('GRANT USAGE ON SEQUENCE %s, %s TO %s',
                        pg_catalog.pg_get_serial_sequence('agent_memory.runs', 'id'),
                        pg_catalog.pg_get_serial_sequence('agent_memory.erasures', 'id'), role);

@@ -32,6 +32,19 @@ ALTER TABLE agent_memory.memory_packs ALTER COLUMN payload SET STORAGE PLAIN;
 COMMENT ON TABLE agent_memory.memory_packs IS
     'Recall''s packed embeddings (8-bit, many memories per row), rebuilt by the background worker and memory_pack. A cache: recall stays exact without it.';
 
+-- One row per packed user and model: how many memories its packs hold, up to which id, and
+-- when they were built. The delete trigger, the purge and the worker read this, never the packs.
+CREATE TABLE agent_memory.memory_pack_users (
+    user_id         text        NOT NULL,
+    embedding_model text        NOT NULL,
+    memories        integer     NOT NULL CHECK (memories >= 0),
+    last_id         bigint      NOT NULL,
+    built_at        timestamptz NOT NULL DEFAULT now(),
+    CONSTRAINT memory_pack_users_pkey PRIMARY KEY (user_id, embedding_model)
+);
+COMMENT ON TABLE agent_memory.memory_pack_users IS
+    'Each packed user and model: the memories its packs hold, the last id packed, and when the packs were built.';
+
 -- Memories whose packed copy may no longer hold: a new embedding, model, id or user, a higher
 -- importance, a deleted row (its id could come back with other content). Recall reads these
 -- exactly; a rebuild of the pack clears them.
@@ -52,17 +65,17 @@ SET search_path = pg_catalog, pg_temp
 AS $body$
 BEGIN
     IF TG_OP = 'TRUNCATE' THEN
-        TRUNCATE agent_memory.memory_packs, agent_memory.memory_pack_stale;
+        TRUNCATE agent_memory.memory_packs, agent_memory.memory_pack_users, agent_memory.memory_pack_stale;
         RETURN NULL;
     ELSIF TG_OP = 'DELETE' THEN
-        -- Only a row a pack may hold: one of a packed user and model, at most the pack's last id.
-        IF NOT EXISTS (SELECT 1 FROM agent_memory.memory_packs p
+        -- Only a row a pack may hold: one of a packed user and model, at most the last id packed.
+        IF NOT EXISTS (SELECT 1 FROM agent_memory.memory_pack_users p
                         WHERE p.user_id = OLD.user_id AND p.embedding_model = OLD.embedding_model AND p.last_id >= OLD.id) THEN
             -- A rebuild of the user's packs may be reading the row now: wait for it (it holds
             -- this lock) and look again; a later rebuild waits for this transaction instead.
             PERFORM pg_catalog.pg_advisory_xact_lock_shared(pg_catalog.hashtextextended(
                 'agent_memory.pack:' || OLD.user_id || '/' || OLD.embedding_model, (SELECT s.salt FROM agent_memory.lock_salt s)));
-            IF NOT EXISTS (SELECT 1 FROM agent_memory.memory_packs p
+            IF NOT EXISTS (SELECT 1 FROM agent_memory.memory_pack_users p
                             WHERE p.user_id = OLD.user_id AND p.embedding_model = OLD.embedding_model AND p.last_id >= OLD.id) THEN
                 RETURN NULL;
             END IF;
@@ -84,6 +97,8 @@ CREATE TRIGGER memories_pack_stale_update AFTER UPDATE ON agent_memory.memories
           OR NEW.id IS DISTINCT FROM OLD.id
           OR NEW.user_id IS DISTINCT FROM OLD.user_id)
     EXECUTE FUNCTION agent_memory.memories_mark_stale();
+-- (The delete trigger is created with the access rules: its condition calls a function of the
+-- library, pack_deletes_marked.)
 CREATE TRIGGER memories_pack_stale_truncate AFTER TRUNCATE ON agent_memory.memories
     FOR EACH STATEMENT EXECUTE FUNCTION agent_memory.memories_mark_stale();
 
@@ -113,6 +128,7 @@ BEGIN
     DELETE FROM agent_memory.tasks t WHERE t.user_id = memory_erase.user_id;
     GET DIAGNOSTICS n_tasks = ROW_COUNT;
     DELETE FROM agent_memory.memory_packs p WHERE p.user_id = memory_erase.user_id;
+    DELETE FROM agent_memory.memory_pack_users p WHERE p.user_id = memory_erase.user_id;
     DELETE FROM agent_memory.memory_pack_stale s WHERE s.user_id = memory_erase.user_id;
     RETURN QUERY
     INSERT INTO agent_memory.erasures (user_hash, counts)
@@ -122,7 +138,8 @@ BEGIN
 END
 $body$;
 
-GRANT SELECT, INSERT, DELETE ON agent_memory.memory_packs, agent_memory.memory_pack_stale TO agent_memory_worker;
+GRANT SELECT, INSERT, DELETE ON agent_memory.memory_packs, agent_memory.memory_pack_users, agent_memory.memory_pack_stale
+    TO agent_memory_worker;
 
 -- The admin level gains memory_pack and the pack tables.
 CREATE OR REPLACE FUNCTION agent_memory.grant_access(role regrole, level text) RETURNS text
@@ -169,7 +186,8 @@ BEGIN
                         agent_memory.predicates, agent_memory.runs, agent_memory.maintenance_state TO %s', role);
         EXECUTE format('GRANT SELECT ON agent_memory.erasures, agent_memory.last_runs TO %s', role);
         EXECUTE format('GRANT INSERT ON agent_memory.erasures TO %s', role);
-        EXECUTE format('GRANT SELECT, INSERT, DELETE ON agent_memory.memory_packs, agent_memory.memory_pack_stale TO %s', role);
+        EXECUTE format('GRANT SELECT, INSERT, DELETE ON agent_memory.memory_packs, agent_memory.memory_pack_users,
+                        agent_memory.memory_pack_stale TO %s', role);
         EXECUTE format('GRANT USAGE ON SEQUENCE %s, %s TO %s',
                        pg_catalog.pg_get_serial_sequence('agent_memory.runs', 'id'),
                        pg_catalog.pg_get_serial_sequence('agent_memory.erasures', 'id'), role);
@@ -213,7 +231,8 @@ BEGIN
     FOR r IN SELECT a.oid::regrole FROM pg_catalog.pg_roles a
               WHERE pg_catalog.has_function_privilege(a.oid, 'agent_memory.memory_erase(text)', 'EXECUTE')
                 AND NOT a.rolsuper AND a.rolname OPERATOR(pg_catalog.<>) 'agent_memory_worker' LOOP
-        EXECUTE pg_catalog.format('GRANT SELECT, INSERT, DELETE ON agent_memory.memory_packs, agent_memory.memory_pack_stale TO %s', r);
+        EXECUTE pg_catalog.format('GRANT SELECT, INSERT, DELETE ON agent_memory.memory_packs, agent_memory.memory_pack_users,
+                                   agent_memory.memory_pack_stale TO %s', r);
         EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION agent_memory.memory_pack(text, text) TO %s', r);
     END LOOP;
 END

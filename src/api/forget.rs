@@ -151,7 +151,7 @@ WITH c AS (SELECT m.ctid AS t FROM agent_memory.memories m \
      d AS (DELETE FROM agent_memory.memories m USING c WHERE m.ctid = c.t RETURNING m.user_id, m.embedding_model, m.id), \
      s AS (INSERT INTO agent_memory.memory_pack_stale (user_id, embedding_model, id) \
            SELECT d.user_id, d.embedding_model, d.id FROM d \
-            WHERE EXISTS (SELECT 1 FROM agent_memory.memory_packs p \
+            WHERE EXISTS (SELECT 1 FROM agent_memory.memory_pack_users p \
                            WHERE p.user_id = d.user_id AND p.embedding_model = d.embedding_model AND p.last_id >= d.id)) \
 SELECT count(*) FROM d";
 const PURGE_COUNT: &str = "\

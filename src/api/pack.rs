@@ -190,7 +190,11 @@ const LOCK_PACK: &str = concat!(
     "SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtextextended('agent_memory.pack:' || $1 || '/' || $2, ",
     "(SELECT s.salt FROM agent_memory.lock_salt s)))"
 );
-const DROP_PACKS: &str = "DELETE FROM agent_memory.memory_packs WHERE user_id = $1 AND embedding_model = $2";
+const DROP_PACKS: &str = "\
+WITH d AS (DELETE FROM agent_memory.memory_packs WHERE user_id = $1 AND embedding_model = $2) \
+DELETE FROM agent_memory.memory_pack_users WHERE user_id = $1 AND embedding_model = $2";
+const RECORD_PACKS: &str = "\
+INSERT INTO agent_memory.memory_pack_users (user_id, embedding_model, memories, last_id) VALUES ($1, $2, $3, $4)";
 /// The active memories and the stale marks, in one statement: one snapshot, so the marks the
 /// new packs make unnecessary are exactly those read.
 const READ_FOR_PACK: &str = "\
@@ -338,6 +342,11 @@ pub fn build(client: &mut SpiClient<'_>, user: &str, model: &str) -> Result<i64>
         out.push(w, last_id);
     }
     out.write(client, user, model)?;
+    if packed > 0 {
+        client
+            .update(RECORD_PACKS, None, &[user.into(), model.into(), (packed as i32).into(), last_id.into()])
+            .map_err(spi("recording the packs"))?;
+    }
     if !marks.is_empty() {
         client.update(CLEAR_MARKS, None, &[marks.into()]).map_err(spi("clearing the stale marks"))?;
     }
@@ -353,8 +362,7 @@ SELECT DISTINCT m.embedding_model FROM agent_memory.memories m \
 /// (newer than the last packed id, marked stale, or packed but no longer active). Packs of a
 /// user and model with no active memory left are listed too (they are dropped).
 const DUE: &str = "\
-WITH p AS (SELECT user_id, embedding_model, sum(memories) AS packed, max(last_id) AS last \
-             FROM agent_memory.memory_packs GROUP BY 1, 2), \
+WITH p AS (SELECT user_id, embedding_model, memories AS packed, last_id AS last FROM agent_memory.memory_pack_users), \
      s AS (SELECT user_id, embedding_model, count(*) AS stale FROM agent_memory.memory_pack_stale GROUP BY 1, 2), \
      a AS (SELECT m.user_id, m.embedding_model, count(*) AS n, count(*) FILTER (WHERE m.id > p.last) AS newer, \
                   max(p.packed) AS packed \
