@@ -111,14 +111,16 @@ static KEYWORD_STEMMING: GucSetting<bool> = GucSetting::<bool>::new(true);
 /// `agent_memory.recency_channel`: whether hybrid recall fuses a third, recency ranking (default off).
 static RECENCY_CHANNEL: GucSetting<bool> = GucSetting::<bool>::new(false);
 
-/// `agent_memory.exact_limit`: above this many candidates, recall uses the model's HNSW index (default 200,000).
-static EXACT_LIMIT: GucSetting<i32> = GucSetting::<i32>::new(200_000);
+/// `agent_memory.exact_limit`: above this many candidates, recall uses the model's HNSW index (default 20,000).
+static EXACT_LIMIT: GucSetting<i32> = GucSetting::<i32>::new(20_000);
 /// `agent_memory.approximate_candidates`: candidates the approximate path fetches by similarity (default 2,000).
 static APPROXIMATE_CANDIDATES: GucSetting<i32> = GucSetting::<i32>::new(2_000);
 /// `agent_memory.packed_recall`: whether vector-only recall reads the packed embeddings (default on).
 static PACKED_RECALL: GucSetting<bool> = GucSetting::<bool>::new(true);
 /// `agent_memory.pack_min_memories`: the worker packs a user's memories of a model from this many on (default 200).
 static PACK_MIN_MEMORIES: GucSetting<i32> = GucSetting::<i32>::new(200);
+/// `agent_memory.packed_limit`: recall reads packs for users with up to this many memories of a model (default 500,000).
+static PACKED_LIMIT: GucSetting<i32> = GucSetting::<i32>::new(500_000);
 /// `agent_memory.pack_interval`: time between the worker's pack passes (seconds; default 1 min).
 static PACK_INTERVAL: GucSetting<i32> = GucSetting::<i32>::new(60);
 
@@ -393,7 +395,7 @@ pub fn init() {
     GucRegistry::define_int_guc(
         c"agent_memory.exact_limit",
         c"Above this many candidates, recall ranks the model's HNSW index candidates instead of every memory.",
-        c"Only when the model has an index made by memory_create_index; without one, recall is always exact.",
+        c"Only when the model has an index made by memory_create_index and the user's memories are not packed (up to packed_limit); without an index, recall is always exact.",
         &EXACT_LIMIT,
         1,
         i32::MAX,
@@ -415,6 +417,16 @@ pub fn init() {
         c"Whether vector-only recall reads the packed (8-bit) embeddings and then only the rows that can make the result.",
         c"Results are the same either way; off reads every candidate's row.",
         &PACKED_RECALL,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"agent_memory.packed_limit",
+        c"Recall reads the packed embeddings of users with up to this many memories of a model; above, it reads rows (or the HNSW index).",
+        c"Bounds the memory of a packed recall: 32 bytes per memory.",
+        &PACKED_LIMIT,
+        1,
+        i32::MAX,
         GucContext::Userset,
         GucFlags::default(),
     );
@@ -445,6 +457,10 @@ pub fn init() {
 
 pub fn packed_recall() -> bool {
     PACKED_RECALL.get()
+}
+
+pub fn packed_limit() -> usize {
+    PACKED_LIMIT.get().max(1) as usize
 }
 
 pub fn pack_min_memories() -> i64 {

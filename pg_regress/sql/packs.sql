@@ -51,14 +51,14 @@ SET client_min_messages = debug1;
 SELECT count(*) FROM agent_memory.memory_recall('pack-user', (SELECT q FROM pack_q WHERE i = 1), 5, model => 'p32',
                                                 decay => 'none', touch => false);
 RESET client_min_messages;
--- Above exact_limit memories the packed path steps aside (its memory grows with the user): the
+-- Above packed_limit memories the packed path steps aside (its memory grows with the user): the
 -- rows are read as without packs, and nothing is said.
-SET agent_memory.exact_limit = 100;
+SET agent_memory.packed_limit = 100;
 SET client_min_messages = debug1;
 SELECT count(*) FROM agent_memory.memory_recall('pack-user', (SELECT q FROM pack_q WHERE i = 1), 5, model => 'p32',
                                                 decay => 'none', touch => false);
 RESET client_min_messages;
-RESET agent_memory.exact_limit;
+RESET agent_memory.packed_limit;
 
 -- A packed memory gets a new embedding: recall finds it by the new one.
 UPDATE agent_memory.memories SET emb = (SELECT q FROM pack_q WHERE i = 2)

@@ -66,8 +66,8 @@ pub(crate) fn rank_packed(
         if !any {
             any = true;
             // Memory per call grows with the user's memories (32 bytes each): above
-            // exact_limit, the row-by-row path (or the approximate one) takes over.
-            if !crate::scan::active_entries(user, model, gucs::exact_limit(), &mut entries)? {
+            // packed_limit, the row-by-row path (or the approximate one) takes over.
+            if !crate::scan::active_entries(user, model, gucs::packed_limit(), &mut entries)? {
                 too_many = true;
                 return Ok(false);
             }
