@@ -42,6 +42,15 @@ SELECT q.user_id,
        (SELECT count(*) FROM agent_memory.memory_recall(q.user_id, q.q, 5, model => 'demo-64d', touch => false))
          AS "memory_recall: rows"
   FROM questions q ORDER BY 1;
+\echo 'The background worker packs each user''s embeddings (8 bits each, a page of them per row;'
+\echo 'memory_pack does it at once). Recall then bounds every memory''s score from the pack and reads'
+\echo 'only the rows that can still make the top 5: the same results, from a few dozen rows:'
+SELECT agent_memory.memory_pack('user-01') AS packed;
+SET client_min_messages = debug1;
+SELECT count(*) AS "memory_recall: rows"
+  FROM agent_memory.memory_recall('user-01', (SELECT q FROM questions WHERE user_id = 'user-01'), 5,
+                                  model => 'demo-64d', touch => false);
+RESET client_min_messages;
 
 \echo
 \echo '=== 3. Similarity alone picks stale memories ==='
