@@ -74,6 +74,12 @@ server_dir() {
 start_server() {
   local data="$1" sock="$2" port="$3"; shift 3
   local bindir; bindir="$(pg_bindir)"
+  # A scratch cluster of another major version (the scripts were run with another pg_config):
+  # made again for this one.
+  if [ -f "$data/PG_VERSION" ] && [ "$(cat "$data/PG_VERSION")" != "$(pg_major)" ]; then
+    say "Recreating $data for PostgreSQL $(pg_major) (it was made by $(cat "$data/PG_VERSION"))"
+    as_root rm -rf "$data"
+  fi
   if [ ! -f "$data/PG_VERSION" ]; then
     as_server_user "$bindir/initdb" -D "$data" -A trust -U postgres --no-instructions >/dev/null
   fi

@@ -52,7 +52,7 @@ else
 fi
 if [ "$MODE" = api ]; then
 say "Upgrade: building $OLD_VERSION's library from commit $OLD_COMMIT"
-rm -rf "$WORK/src" && mkdir -p "$WORK/src"
+rm -rf "$WORK/src" "$WORK/package" && mkdir -p "$WORK/src"
 git -C "$ROOT" archive "$OLD_COMMIT" | tar -x -C "$WORK/src"
 ( cd "$WORK/src" && CARGO_TARGET_DIR="$WORK/target" cargo pgrx package --no-default-features --features "pg$(pg_major)" \
     --pg-config "$(command -v pg_config)" --out-dir "$WORK/package" ) >"$WORK/build.log" 2>&1 \
