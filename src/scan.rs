@@ -210,6 +210,22 @@ fn relations() -> Result<(pg_sys::Oid, pg_sys::Oid)> {
     ))
 }
 
+/// The snapshot of the running statement (a query of the same statement sees the same rows).
+///
+/// # Safety
+/// Must run inside a transaction.
+unsafe fn statement_snapshot() -> pg_sys::Snapshot {
+    // SAFETY: the caller's promise; GetTransactionSnapshot is valid in a transaction.
+    unsafe {
+        let snapshot = pg_sys::GetActiveSnapshot();
+        if snapshot.is_null() {
+            pg_sys::GetTransactionSnapshot()
+        } else {
+            snapshot
+        }
+    }
+}
+
 /// Opens the table and the index and positions an index scan on (user, model).
 ///
 /// # Safety
@@ -259,11 +275,7 @@ unsafe fn begin_with(rel_oid: pg_sys::Oid, index_oid: pg_sys::Oid, user: &str, m
                 datum,
             );
         }
-        let mut snapshot = pg_sys::GetActiveSnapshot();
-        if snapshot.is_null() {
-            snapshot = pg_sys::GetTransactionSnapshot();
-        }
-        s.scan = pg_sys::index_beginscan(s.rel, s.index, snapshot, nkeys, 0);
+        s.scan = pg_sys::index_beginscan(s.rel, s.index, statement_snapshot(), nkeys, 0);
         (*s.scan).xs_want_itup = want_itup;
         pg_sys::index_rescan(s.scan, keys.as_mut_ptr(), nkeys, std::ptr::null_mut(), 0);
     }
@@ -520,11 +532,10 @@ pub fn active_entries(user: &str, model: &str, limit: usize, out: &mut Vec<(i64,
     // The scan's key is the user alone and the model is compared here, in place: the index's
     // own check of a second text key on every entry costs more than the rest of the walk. (Only
     // when the model column's collation is deterministic, so that equality is byte equality.)
-    // SAFETY: a syscache lookup of the index's second column's collation.
+    // SAFETY: syscache lookups of the index's second column (its collation).
     let bytewise = unsafe {
-        let index = pg_sys::index_open(index_oid, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
-        let collation = *(*index).rd_indcollation.add(1);
-        pg_sys::index_close(index, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
+        let (mut typ, mut typmod, mut collation) = (pg_sys::Oid::INVALID, 0, pg_sys::Oid::INVALID);
+        pg_sys::get_atttypetypmodcoll(index_oid, 2, &mut typ, &mut typmod, &mut collation);
         collation == pg_sys::Oid::INVALID || pg_sys::get_collation_isdeterministic(collation)
     };
     // SAFETY: called from a SQL function; the scan is released by `Scan`.
@@ -659,10 +670,7 @@ impl Fetcher {
         // takes, and everything is released by Drop.
         unsafe {
             let rel = pg_sys::table_open(rel_oid, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
-            let mut snapshot = pg_sys::GetActiveSnapshot();
-            if snapshot.is_null() {
-                snapshot = pg_sys::GetTransactionSnapshot();
-            }
+            let snapshot = statement_snapshot();
             let mut f = Fetcher { rel, fetch: std::ptr::null_mut(), slot: std::ptr::null_mut(), snapshot, cols, max_attr };
             f.fetch = pg_sys::table_index_fetch_begin(rel);
             f.slot = pg_sys::table_slot_create(rel, std::ptr::null_mut());
@@ -745,7 +753,12 @@ pub fn for_each_pack(user: &str, model: &str, mut f: impl FnMut(&[u8]) -> Result
     unsafe {
         let mut s = begin(packs, packs_pkey, user, model)?;
         s.slot = pg_sys::table_slot_create(s.rel, std::ptr::null_mut());
+        let mut read = 0u32;
         while pg_sys::index_getnext_slot(s.scan, pg_sys::ScanDirection::ForwardScanDirection, s.slot) {
+            read = read.wrapping_add(1);
+            if read.is_multiple_of(256) {
+                pgrx::check_for_interrupts!();
+            }
             pg_sys::slot_getsomeattrs_int(s.slot, payload as i32);
             if *(*s.slot).tts_isnull.add(payload - 1) {
                 continue;
@@ -772,6 +785,9 @@ pub fn stale_ids(user: &str, model: &str) -> Result<Vec<i64>> {
         let mut s = begin(stale, stale_index, user, model)?;
         s.slot = pg_sys::table_slot_create(s.rel, std::ptr::null_mut());
         while pg_sys::index_getnext_slot(s.scan, pg_sys::ScanDirection::ForwardScanDirection, s.slot) {
+            if out.len().is_multiple_of(4096) {
+                pgrx::check_for_interrupts!();
+            }
             pg_sys::slot_getsomeattrs_int(s.slot, id as i32);
             if !*(*s.slot).tts_isnull.add(id - 1) {
                 out.push((*(*s.slot).tts_values.add(id - 1)).value() as i64);

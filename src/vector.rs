@@ -406,29 +406,24 @@ pub fn vector_column(table: &pgrx::spi::SpiTupleTable<'_>, ordinal: usize) -> cr
 /// # Safety
 /// `datum` must be a non-null datum of type `text`, valid for the current memory context.
 pub unsafe fn text_of<'a>(datum: pg_sys::Datum) -> std::borrow::Cow<'a, str> {
-    // SAFETY: the caller's promise; `pg_detoast_datum_packed` returns the datum itself when it is
-    // in line and uncompressed, else a palloc'd copy in the current memory context (which lives
-    // until the end of the call).
-    unsafe {
-        let v = pg_sys::pg_detoast_datum_packed(datum.cast_mut_ptr());
-        let len = pgrx::varsize_any_exhdr(v);
-        let data = pgrx::vardata_any(v) as *const u8;
-        let bytes = std::slice::from_raw_parts(data, len);
-        // The database's text is UTF-8: the fast check passes; anything else is made readable.
-        match std::str::from_utf8(bytes) {
-            Ok(s) => std::borrow::Cow::Borrowed(s),
-            Err(_) => String::from_utf8_lossy(bytes),
-        }
+    // SAFETY: the caller's promise; a text is a varlena like a bytea.
+    let bytes = unsafe { bytes_of(datum) };
+    // The database's text is UTF-8: the fast check passes; anything else is made readable.
+    match std::str::from_utf8(bytes) {
+        Ok(s) => std::borrow::Cow::Borrowed(s),
+        Err(_) => String::from_utf8_lossy(bytes),
     }
 }
 
-/// The bytes of a `bytea` datum (detoasted if needed: then a copy in the current memory context).
+/// The bytes of a varlena datum (`bytea`, `text`), detoasted if needed.
 ///
 /// # Safety
-/// `datum` must be a non-null datum of type `bytea`, valid for the current memory context; the
-/// slice is valid as long as the datum is.
+/// `datum` must be a non-null varlena datum, valid for the current memory context; the slice is
+/// valid as long as the datum is.
 pub unsafe fn bytes_of<'a>(datum: pg_sys::Datum) -> &'a [u8] {
-    // SAFETY: the caller's promise; as in `text_of`.
+    // SAFETY: the caller's promise; `pg_detoast_datum_packed` returns the datum itself when it is
+    // in line and uncompressed, else a palloc'd copy in the current memory context (which lives
+    // until the end of the call).
     unsafe {
         let v = pg_sys::pg_detoast_datum_packed(datum.cast_mut_ptr());
         std::slice::from_raw_parts(pgrx::vardata_any(v) as *const u8, pgrx::varsize_any_exhdr(v))

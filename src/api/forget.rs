@@ -302,51 +302,47 @@ pub fn forget_pass<D: Driver>(d: &mut D, dry_run: bool) -> Result<Steps> {
 
     // 4. Purge after the regret window; delete turns past their retention.
     steps.push(step("purge", || -> Result<i64> {
-        let memories = purge_memories(d, dry_run, batch)?;
-        let turns =
-            older_than(d, dry_run, batch, gucs::turn_retention_minutes(), (PURGE_TURNS_COUNT, PURGE_TURNS_BATCH), "deleting old turns")?;
+        let memories = older_than(d, dry_run, batch, gucs::regret_window_minutes(), PURGE_COUNT, "purging retired memories", purge_batch)?;
+        let turns = older_than(d, dry_run, batch, gucs::turn_retention_minutes(), PURGE_TURNS_COUNT, "deleting old turns", |c, b, m| {
+            count(c, PURGE_TURNS_BATCH, &[b.into(), m.into()], "deleting old turns")
+        })?;
         Ok(memories + turns)
     })?);
     Ok(steps)
 }
 
-/// Deletes retired memories past the regret window in batches (or with `dry_run` counts them).
-fn purge_memories<D: Driver>(d: &mut D, dry_run: bool, batch: i64) -> Result<i64> {
-    let Some(minutes) = gucs::regret_window_minutes() else { return Ok(0) };
-    let minutes = minutes.min(i32::MAX as i64) as i32;
-    if dry_run {
-        return d.read(|c| tally(c, PURGE_COUNT, &[minutes.into()], "purging retired memories"));
-    }
-    until_done(d, batch, |c| {
-        let (users, models): (Option<Vec<String>>, Option<Vec<String>>) = c
-            .select(PURGE_LOCK_USERS, None, &[batch.into(), minutes.into()])
-            .map_err(spi("locking the packs of the purged users"))?
-            .first()
-            .get_two()
-            .map_err(spi("locking the packs of the purged users"))?;
-        let (Some(users), Some(models)) = (users, models) else { return Ok(0) };
-        let _marked = crate::api::pack::MarkingDeletes::start();
-        count(c, PURGE_BATCH, &[batch.into(), minutes.into(), users.into(), models.into()], "purging retired memories")
-    })
+/// One batch of the purge of retired memories: the users' pack locks first, then the deletes,
+/// which mark what a pack may hold.
+fn purge_batch(c: &mut pgrx::spi::SpiClient<'_>, batch: i64, minutes: i32) -> Result<i64> {
+    let (users, models): (Option<Vec<String>>, Option<Vec<String>>) = c
+        .select(PURGE_LOCK_USERS, None, &[batch.into(), minutes.into()])
+        .map_err(spi("locking the packs of the purged users"))?
+        .first()
+        .get_two()
+        .map_err(spi("locking the packs of the purged users"))?;
+    let (Some(users), Some(models)) = (users, models) else { return Ok(0) };
+    let _marked = crate::api::pack::MarkingDeletes::start();
+    count(c, PURGE_BATCH, &[batch.into(), minutes.into(), users.into(), models.into()], "purging retired memories")
 }
 
-/// Deletes in batches what is older than `minutes` (`sql.1`, taking the batch size and the
-/// minutes), or with `dry_run` counts it (`sql.0`, taking the minutes); nothing when `minutes`
-/// is `None` (kept forever).
+/// Deletes in batches what is older than `minutes` (`delete_batch`, given the batch size and the
+/// minutes, returns the rows it deleted), or with `dry_run` counts it (`count_sql`, taking the
+/// minutes); nothing when `minutes` is `None` (kept forever).
 fn older_than<D: Driver>(
     d: &mut D,
     dry_run: bool,
     batch: i64,
     minutes: Option<i64>,
-    sql: (&'static str, &'static str),
+    count_sql: &'static str,
     what: &'static str,
+    mut delete_batch: impl FnMut(&mut pgrx::spi::SpiClient<'_>, i64, i32) -> Result<i64>,
 ) -> Result<i64> {
     let Some(minutes) = minutes else { return Ok(0) };
     let minutes = minutes.min(i32::MAX as i64) as i32;
     if dry_run {
-        d.read(|c| tally(c, sql.0, &[minutes.into()], what))
+        d.read(|c| tally(c, count_sql, &[minutes.into()], what))
     } else {
-        until_done(d, batch, |c| count(c, sql.1, &[batch.into(), minutes.into()], what))
+        until_done(d, batch, |c| delete_batch(c, batch, minutes))
     }
 }
 

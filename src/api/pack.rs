@@ -80,12 +80,12 @@ pub(crate) fn rank_packed(
         let stale = stale.as_deref().unwrap_or(&[]);
         for i in 0..pack.len() {
             let id = pack.id(i);
-            // Packs and entries both come in id order: step forward from the last match (and
-            // search from the start for an id out of order).
-            let start = if next < entries.len() && entries[next].0 <= id && (next == 0 || entries[next - 1].0 < id) {
-                next + entries[next..].iter().take_while(|e| e.0 < id).count()
-            } else {
-                entries.partition_point(|e| e.0 < id)
+            // Packs and entries both come in id order: the match is most often right after the
+            // last one; otherwise search after it (from the start for an id out of order).
+            let from = if next > 0 && entries[next - 1].0 >= id { 0 } else { next };
+            let start = match entries.get(from) {
+                Some(e) if e.0 < id => from + entries[from..].partition_point(|e| e.0 < id),
+                _ => from,
             };
             let end = start + entries[start..].iter().take_while(|e| e.0 == id).count();
             next = end;
@@ -186,10 +186,6 @@ fn pack_deletes_marked() -> bool {
     MARKING_DELETES.load(std::sync::atomic::Ordering::Relaxed)
 }
 
-const LOCK_PACK: &str = concat!(
-    "SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtextextended('agent_memory.pack:' || $1 || '/' || $2, ",
-    "(SELECT s.salt FROM agent_memory.lock_salt s)))"
-);
 const DROP_PACKS: &str = "\
 WITH d AS (DELETE FROM agent_memory.memory_packs WHERE user_id = $1 AND embedding_model = $2) \
 DELETE FROM agent_memory.memory_pack_users WHERE user_id = $1 AND embedding_model = $2";
@@ -271,7 +267,7 @@ pub fn build(client: &mut SpiClient<'_>, user: &str, model: &str) -> Result<i64>
         )
         .hint("Call memory_pack outside an explicit REPEATABLE READ or SERIALIZABLE transaction."));
     }
-    client.select(LOCK_PACK, None, &[user.into(), model.into()]).map_err(spi("locking the user's packs"))?;
+    client.select(crate::locks::LOCK_PACK, None, &[format!("{user}/{model}").into()]).map_err(spi("locking the user's packs"))?;
     client.update(DROP_PACKS, None, &[user.into(), model.into()]).map_err(spi("dropping the old packs"))?;
     let budget = payload_budget(user, model);
     let mut out = PackRows::default();
@@ -279,11 +275,12 @@ pub fn build(client: &mut SpiClient<'_>, user: &str, model: &str) -> Result<i64>
     let mut writer: Option<PackWriter> = None;
     let mut capacity = 0usize;
     let mut packed = 0i64;
+    let mut too_wide = false;
     let mut scratch = Vec::new();
     let mut last_id = i64::MIN;
     {
         let mut cursor = client.open_cursor(READ_FOR_PACK, &[user.into(), model.into()]);
-        'read: loop {
+        loop {
             let mut table = cursor.fetch(CURSOR_BATCH).map_err(spi("reading the memories to pack"))?;
             if table.is_empty() {
                 break;
@@ -302,25 +299,16 @@ pub fn build(client: &mut SpiClient<'_>, user: &str, model: &str) -> Result<i64>
                 let Some(emb) = crate::vector::vector_column(&table, 4)? else {
                     continue;
                 };
-                if writer.is_none() && capacity == 0 {
+                if too_wide {
+                    continue;
+                }
+                if capacity == 0 {
                     capacity = core_pack::capacity(emb.dims(), budget);
                     if capacity == 0 {
                         // Embeddings too wide for a page: no packs for this model (the stale
-                        // marks are read on, and cleared: nothing is packed).
-                        packed = 0;
-                        loop {
-                            while table.next().is_some() {
-                                if table.get::<i32>(1).map_err(spi("reading the rows to pack"))? == Some(1) {
-                                    if let Some(t) = table.get::<pg_sys::ItemPointerData>(5).map_err(spi("reading a stale mark"))? {
-                                        marks.push(t);
-                                    }
-                                }
-                            }
-                            table = cursor.fetch(CURSOR_BATCH).map_err(spi("reading the memories to pack"))?;
-                            if table.is_empty() {
-                                break 'read;
-                            }
-                        }
+                        // marks are still read, and cleared).
+                        too_wide = true;
+                        continue;
                     }
                 }
                 let q = emb.with_f32(&mut scratch, core_pack::quantize);

@@ -217,8 +217,9 @@ impl VectorRanker {
         }
     }
 
-    /// Scores a candidate of the exact path (unless it is archived and those are left out, or
-    /// below `min_similarity`) and returns its similarity.
+    /// Scores a candidate read from its row (offered to the ranking unless it is below
+    /// `min_similarity`) and returns its similarity. The callers leave out archived memories
+    /// when asked.
     pub(crate) fn offer_candidate(
         &mut self,
         c: &crate::scan::Candidate,
