@@ -185,12 +185,22 @@ DELETE FROM agent_memory.memories WHERE user_id = 'pack-user' AND content = 'pac
 SELECT count(*) AS marked FROM agent_memory.memory_pack_stale s JOIN agent_memory.memory_packs p USING (user_id, embedding_model)
  WHERE s.user_id = 'pack-user' AND p.pack_no = 0 AND s.id NOT IN (SELECT id FROM pack_purged);
 
--- Erasure deletes the user's packs and marks with the rest.
+-- Erasure deletes the user's packs and marks with the rest, here by an admin that is no
+-- superuser: its deletes run the row trigger (its condition, and the marks it writes), and it
+-- rebuilds a user's packs first.
 UPDATE agent_memory.memories SET importance = 1 WHERE user_id = 'pack-user' AND content = 'packed memory 1';
+CREATE ROLE pack_admin;
+SELECT agent_memory.grant_access('pack_admin', 'admin');
+SET ROLE pack_admin;
+SELECT agent_memory.memory_pack('pack-user') AS packed;
+DELETE FROM agent_memory.memories WHERE user_id = 'pack-user' AND content = 'packed memory 153';
+SELECT count(*) AS marked FROM agent_memory.memory_pack_stale WHERE user_id = 'pack-user';
 SELECT memories FROM agent_memory.memory_erase('pack-user');
+RESET ROLE;
 SELECT (SELECT count(*) FROM agent_memory.memory_packs WHERE user_id = 'pack-user') AS packs,
        (SELECT count(*) FROM agent_memory.memory_pack_stale WHERE user_id = 'pack-user') AS stale;
 
 SELECT agent_memory.revoke_access('pack_reader');
-DROP ROLE pack_reader;
+SELECT agent_memory.revoke_access('pack_admin');
+DROP ROLE pack_reader, pack_admin;
 DROP TABLE pack_q, pack_moved, pack_purged;
