@@ -145,10 +145,11 @@ CREATE INDEX memories_active_facts ON agent_memory.memories (user_id, embedding_
 CREATE INDEX memories_active_episodes ON agent_memory.memories (created_at) WHERE active AND kind = 'episodic';
 
 -- Recall's packed embeddings: a user's embeddings of one model quantised to 8 bits, a page of
--- them per row (crates/core/src/pack.rs has the format and the bounds). A cache, rebuilt by the
--- background worker (and memory_pack): recall reads the exact embedding of every memory a pack
--- does not cover or cannot rule out, so results are the same with or without packs. Not dumped:
--- a restored database rebuilds them.
+-- them per row, each with the keyword facts of its memory (length, terms, kind, archiving, end
+-- of validity); crates/core/src/pack.rs has the format and the bounds. A cache, rebuilt by the
+-- background worker (and memory_pack): recall reads the exact row of every memory a pack does
+-- not cover or cannot rule out, so results are the same with or without packs. Not dumped: a
+-- restored database rebuilds them.
 CREATE TABLE agent_memory.memory_packs (
     user_id         text        NOT NULL,
     embedding_model text        NOT NULL,
@@ -162,7 +163,7 @@ CREATE TABLE agent_memory.memory_packs (
 -- In the row, uncompressed: one page read per pack.
 ALTER TABLE agent_memory.memory_packs ALTER COLUMN payload SET STORAGE PLAIN;
 COMMENT ON TABLE agent_memory.memory_packs IS
-    'Recall''s packed embeddings (8-bit, many memories per row), rebuilt by the background worker and memory_pack. A cache: recall stays exact without it.';
+    'Recall''s packed embeddings (8-bit, many memories per row) and keyword facts, rebuilt by the background worker and memory_pack. A cache: recall stays exact without it.';
 
 -- One row per packed user and model: how many memories its packs hold, up to which id, and
 -- when they were built. The delete trigger, the purge and the worker read this, never the packs.
@@ -178,7 +179,8 @@ COMMENT ON TABLE agent_memory.memory_pack_users IS
     'Each packed user and model: the memories its packs hold, the last id packed, and when the packs were built.';
 
 -- Memories whose packed copy may no longer hold: a new embedding, model, id or user, a higher
--- importance, a deleted row (its id could come back with other content). Recall reads these
+-- importance, a new text, kind, archiving or end of validity, a deleted row (its id could come
+-- back with other content). Recall reads these
 -- exactly; a rebuild of the pack clears them.
 CREATE TABLE agent_memory.memory_pack_stale (
     user_id         text   NOT NULL,
@@ -187,7 +189,7 @@ CREATE TABLE agent_memory.memory_pack_stale (
 );
 CREATE INDEX memory_pack_stale_user ON agent_memory.memory_pack_stale (user_id, embedding_model);
 COMMENT ON TABLE agent_memory.memory_pack_stale IS
-    'Memories whose packed embedding may be out of date; recall reads them exactly until the pack is rebuilt.';
+    'Memories whose packed copy may be out of date; recall reads them exactly until the pack is rebuilt.';
 
 -- Tasks of long-running agents, one parent each: recall and memory_context with task_id see the
 -- memories of the task and of its ancestors (and those with no task). A cycle is refused when it
@@ -405,13 +407,21 @@ END
 $body$;
 REVOKE ALL ON FUNCTION agent_memory.memories_mark_stale() FROM PUBLIC;
 
+-- A packed copy no longer holds when the embedding, model, id or user changes, or the importance
+-- rises (the similarity bound assumes at most the packed importance); nor, for the keyword facts
+-- packed beside it, when the text, kind, archiving or end of validity changes.
 CREATE TRIGGER memories_pack_stale_update AFTER UPDATE ON agent_memory.memories
     FOR EACH ROW
     WHEN (NEW.emb IS DISTINCT FROM OLD.emb
           OR NEW.importance > OLD.importance
           OR NEW.embedding_model IS DISTINCT FROM OLD.embedding_model
           OR NEW.id IS DISTINCT FROM OLD.id
-          OR NEW.user_id IS DISTINCT FROM OLD.user_id)
+          OR NEW.user_id IS DISTINCT FROM OLD.user_id
+          OR NEW.content IS DISTINCT FROM OLD.content
+          OR NEW.kind IS DISTINCT FROM OLD.kind
+          OR NEW.archived_at IS DISTINCT FROM OLD.archived_at
+          OR NEW.expires_at IS DISTINCT FROM OLD.expires_at
+          OR NEW.valid_until IS DISTINCT FROM OLD.valid_until)
     EXECUTE FUNCTION agent_memory.memories_mark_stale();
 -- (The delete trigger is created with the access rules: its condition calls a function of the
 -- library, pack_deletes_marked.)

@@ -659,6 +659,8 @@ pub struct Fetcher {
     snapshot: pg_sys::Snapshot,
     cols: Columns,
     max_attr: i32,
+    /// The visibility map's page last read by [`Fetcher::all_visible`] (pinned).
+    vm: pg_sys::Buffer,
 }
 
 impl Fetcher {
@@ -671,7 +673,15 @@ impl Fetcher {
         unsafe {
             let rel = pg_sys::table_open(rel_oid, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
             let snapshot = statement_snapshot();
-            let mut f = Fetcher { rel, fetch: std::ptr::null_mut(), slot: std::ptr::null_mut(), snapshot, cols, max_attr };
+            let mut f = Fetcher {
+                rel,
+                fetch: std::ptr::null_mut(),
+                slot: std::ptr::null_mut(),
+                snapshot,
+                cols,
+                max_attr,
+                vm: pg_sys::InvalidBuffer as pg_sys::Buffer,
+            };
             f.fetch = pg_sys::table_index_fetch_begin(rel);
             f.slot = pg_sys::table_slot_create(rel, std::ptr::null_mut());
             Ok(f)
@@ -705,6 +715,19 @@ impl Fetcher {
     }
 }
 
+impl Fetcher {
+    /// Whether the visibility map says every row version on the heap page of `tid` is visible
+    /// to every transaction, as an index-only scan asks: then an index entry pointing there
+    /// points to a visible version (a vacuum removes index entries before it sets the bit, and
+    /// any change to the page clears it).
+    pub fn all_visible(&mut self, tid: &pg_sys::ItemPointerData) -> bool {
+        let block = ((tid.ip_blkid.bi_hi as u32) << 16) | tid.ip_blkid.bi_lo as u32;
+        // SAFETY: the table is open; the map's page stays pinned in `vm` until the next call or
+        // the end (Drop releases it).
+        unsafe { pg_sys::visibilitymap_get_status(self.rel, block, &mut self.vm) as u32 & pg_sys::VISIBILITYMAP_ALL_VISIBLE != 0 }
+    }
+}
+
 impl Drop for Fetcher {
     fn drop(&mut self) {
         if std::thread::panicking() {
@@ -712,6 +735,9 @@ impl Drop for Fetcher {
         }
         // SAFETY: each pointer was made in `new` and is released once, in reverse order.
         unsafe {
+            if self.vm != pg_sys::InvalidBuffer as pg_sys::Buffer {
+                pg_sys::ReleaseBuffer(self.vm);
+            }
             if !self.slot.is_null() {
                 pg_sys::ExecDropSingleTupleTableSlot(self.slot);
             }

@@ -181,9 +181,9 @@ SELECT (SELECT count(*) FROM agent_memory.memories WHERE id IN (SELECT id FROM p
 SELECT agent_memory.pack_deletes_marked() AS still_set;
 SELECT pg_temp.differences();
 -- A delete by hand is marked by the row trigger.
-DELETE FROM agent_memory.memories WHERE user_id = 'pack-user' AND content = 'packed memory 152';
-SELECT count(*) AS marked FROM agent_memory.memory_pack_stale s JOIN agent_memory.memory_packs p USING (user_id, embedding_model)
- WHERE s.user_id = 'pack-user' AND p.pack_no = 0 AND s.id NOT IN (SELECT id FROM pack_purged);
+CREATE TABLE pack_deleted AS SELECT id FROM agent_memory.memories WHERE user_id = 'pack-user' AND content = 'packed memory 152';
+DELETE FROM agent_memory.memories WHERE id IN (SELECT id FROM pack_deleted);
+SELECT count(*) AS marked FROM agent_memory.memory_pack_stale WHERE id IN (SELECT id FROM pack_deleted);
 
 -- Erasure deletes the user's packs and marks with the rest, here by an admin that is no
 -- superuser: its deletes run the row trigger (its condition, and the marks it writes), and it
@@ -200,7 +200,105 @@ RESET ROLE;
 SELECT (SELECT count(*) FROM agent_memory.memory_packs WHERE user_id = 'pack-user') AS packs,
        (SELECT count(*) FROM agent_memory.memory_pack_stale WHERE user_id = 'pack-user') AS stale;
 
+-- Hybrid and keyword recall through the packs. A packed memory's words are counted from its
+-- pack when nothing about it can differ from its row: not marked stale, one index entry, and a
+-- heap page the visibility map calls visible to all (after a vacuum); otherwise from its row.
+-- Rankings, scores, similarities and channel ranks must be those of reading every row, after
+-- each kind of write, with and without a vacuum since.
+INSERT INTO agent_memory.memories (user_id, content, emb, embedding_model, importance, kind)
+SELECT 'kw-user',
+       'Note ' || g || ': ' || array_to_string(ARRAY(
+           SELECT (ARRAY['refund', 'parcel', 'ordered', 'hiking', 'trips', 'coffee', 'tea', 'meeting', 'project',
+                         'deadline', 'birthday', 'gift', 'doctor', 'appointment', 'flight', 'hotel', 'books', 'movie',
+                         'guitar', 'lessons'])[1 + ((g * 7 + j * 13 + g * j * 3) % 20)]
+             FROM generate_series(1, 2 + g % 9) j), ' '),
+       (SELECT array_agg(sin(g * 0.517 * j + j * 0.07))::real[]::vector FROM generate_series(1, 32) j),
+       'p32', (g % 7) / 6.0, CASE WHEN g % 4 = 0 THEN 'episodic' ELSE 'semantic' END
+  FROM generate_series(1, 400) g;
+CREATE FUNCTION pg_temp.hybrid(packed boolean, q vector, txt text, k int, kinds text[], arch boolean, ms float8)
+RETURNS text LANGUAGE plpgsql AS $$
+DECLARE r text;
+BEGIN
+    PERFORM set_config('agent_memory.packed_recall', packed::text, true);
+    SELECT string_agg(concat_ws(':', t.id, round(t.score::numeric, 9), round(t.similarity::numeric, 6), t.v, t.w),
+                      ',' ORDER BY t.ord) INTO r
+      FROM agent_memory.memory_recall('kw-user', q, k => k, model => 'p32', touch => false, query_text => txt,
+                                      kinds => kinds, archived => arch, min_similarity => ms)
+           WITH ORDINALITY AS t(id, content, score, similarity, kind, subject, predicate, object, importance,
+                                created_at, path, v, w, x, ord);
+    PERFORM set_config('agent_memory.packed_recall', 'on', true);
+    RETURN r;
+END $$;
+-- Fifteen questions (every fifth by its words alone) and five option sets.
+CREATE FUNCTION pg_temp.hybrid_differences() RETURNS bigint LANGUAGE sql AS $$
+    SELECT count(*) FILTER (WHERE pg_temp.hybrid(true, qv, txt, k, kinds, arch, ms) IS DISTINCT FROM
+                                  pg_temp.hybrid(false, qv, txt, k, kinds, arch, ms))
+      FROM (SELECT CASE WHEN i % 5 = 0 THEN NULL ELSE q END AS qv,
+                   (ARRAY['the refund for the parcel I ordered', 'hiking trip', 'coffee or tea?', 'doctor appointment deadline',
+                          'birthday gift books', 'flight and hotel', 'guitar lessons movie', 'projects meetings'])[1 + i % 8] AS txt
+              FROM pack_q WHERE i <= 15) x,
+           (VALUES (5, NULL::text[], true, NULL::float8), (20, NULL, true, NULL), (5, ARRAY['episodic'], true, NULL),
+                   (5, NULL, false, NULL), (5, NULL, true, 0.2)) AS o(k, kinds, arch, ms)
+$$;
+SELECT agent_memory.memory_pack('kw-user') AS packed;
+SELECT pg_temp.hybrid_differences();
+VACUUM agent_memory.memories;
+SELECT pg_temp.hybrid_differences();
+-- After the vacuum, a hybrid top-5 reads the rows of the vector ranking's pool only.
+SET client_min_messages = debug1;
+SELECT count(*) FROM agent_memory.memory_recall('kw-user', (SELECT q FROM pack_q WHERE i = 1), 5, model => 'p32',
+                                                query_text => 'hiking trip', touch => false);
+SELECT count(*) FROM agent_memory.memory_recall('kw-user', NULL::vector, 5, model => 'p32',
+                                                query_text => 'hiking trip', touch => false);
+RESET client_min_messages;
+
+-- Each kind of write a packed memory's words or filters can see; then a vacuum, which makes the
+-- pages visible to all again while the packs still hold the old values (the marks decide).
+UPDATE agent_memory.memories SET content = 'Note: guitar guitar lessons refund'
+ WHERE user_id = 'kw-user' AND content LIKE 'Note 10:%';
+UPDATE agent_memory.memories SET kind = 'episodic' WHERE user_id = 'kw-user' AND content LIKE 'Note 11:%';
+UPDATE agent_memory.memories SET archived_at = now() WHERE user_id = 'kw-user' AND content LIKE 'Note 12:%';
+UPDATE agent_memory.memories SET expires_at = now() - interval '1 hour' WHERE user_id = 'kw-user' AND content LIKE 'Note 13:%';
+UPDATE agent_memory.memories SET valid_until = now() - interval '1 hour' WHERE user_id = 'kw-user' AND content LIKE 'Note 14:%';
+UPDATE agent_memory.memories SET active = false, retired_at = now(), retired_reason = 'deleted'
+ WHERE user_id = 'kw-user' AND content LIKE 'Note 15:%';
+UPDATE agent_memory.memories SET last_hit_at = now(), hit_count = hit_count + 1 WHERE user_id = 'kw-user' AND content LIKE 'Note 16:%';
+CREATE TABLE kw_moved AS SELECT id FROM agent_memory.memories WHERE user_id = 'kw-user' AND content LIKE 'Note 17:%';
+DELETE FROM agent_memory.memories WHERE id = (SELECT id FROM kw_moved);
+INSERT INTO agent_memory.memories (id, user_id, content, emb, embedding_model, importance)
+SELECT (SELECT id FROM kw_moved), 'kw-user', 'Written again: hiking hiking trips', q, 'p32', 0.5 FROM pack_q WHERE i = 7;
+INSERT INTO agent_memory.memories (user_id, content, emb, embedding_model, importance)
+SELECT 'kw-user', 'New: coffee coffee tea refund', q, 'p32', 0.5 FROM pack_q WHERE i IN (8, 9);
+SELECT count(*) AS stale FROM agent_memory.memory_pack_stale WHERE user_id = 'kw-user';
+SELECT pg_temp.hybrid_differences();
+VACUUM agent_memory.memories;
+SELECT pg_temp.hybrid_differences();
+-- Other tokenizer settings than the packs were made with: the words are counted from the rows.
+SET agent_memory.keyword_stemming = off;
+SELECT pg_temp.hybrid_differences();
+RESET agent_memory.keyword_stemming;
+-- A transaction's own writes, then a rollback.
+BEGIN;
+UPDATE agent_memory.memories SET content = 'Note: doctor doctor appointment' WHERE user_id = 'kw-user' AND content LIKE 'Note 20:%';
+SELECT pg_temp.hybrid_differences();
+ROLLBACK;
+-- A rebuild covers it all again.
+SELECT agent_memory.memory_pack('kw-user') AS packed;
+VACUUM agent_memory.memories;
+SELECT count(*) AS stale FROM agent_memory.memory_pack_stale WHERE user_id = 'kw-user';
+SELECT pg_temp.hybrid_differences();
+-- A memory whose text is too long for a pack is packed without its words, and read.
+INSERT INTO agent_memory.memories (user_id, content, emb, embedding_model)
+SELECT 'kw-user', (SELECT string_agg('word' || j, ' ') FROM generate_series(1, 2000) j) || ' hiking',
+       q, 'p32' FROM pack_q WHERE i = 10;
+SELECT agent_memory.memory_pack('kw-user') AS packed;
+VACUUM agent_memory.memories;
+SELECT pg_temp.hybrid_differences();
+SELECT content LIKE 'word1 %' AS long_text_found
+  FROM agent_memory.memory_recall('kw-user', NULL::vector, 1, model => 'p32', query_text => 'word1999', touch => false);
+DROP TABLE kw_moved;
+
 SELECT agent_memory.revoke_access('pack_reader');
 SELECT agent_memory.revoke_access('pack_admin');
 DROP ROLE pack_reader, pack_admin;
-DROP TABLE pack_q, pack_moved, pack_purged;
+DROP TABLE pack_q, pack_moved, pack_purged, pack_deleted;

@@ -18,10 +18,12 @@
 //! Packs only make recall faster; the worker rebuilds a pack when enough of the user's memories
 //! are no longer covered by it.
 
+use pgrx::datum::TimestampWithTimeZone;
 use pgrx::prelude::*;
 use pgrx::spi::SpiClient;
 
 use agent_memory_core::pack::{self as core_pack, PackWriter, Query};
+use agent_memory_core::vecmath;
 
 use crate::api::recall::VectorRanker;
 use crate::error::{first_value, spi, MemoryError, OrRaise, Result};
@@ -36,8 +38,40 @@ fn payload_budget(user: &str, model: &str) -> usize {
     MAX_TUPLE.saturating_sub(ROW_OVERHEAD + user.len() + model.len())
 }
 
+/// The code of a kind of memory in a pack's keyword facts.
+fn kind_code(kind: &str) -> u8 {
+    match kind {
+        "semantic" => 0,
+        "episodic" => 1,
+        "procedural" => 2,
+        _ => u8::MAX,
+    }
+}
+
+/// The keyword side of a packed hybrid or keyword call.
+pub(crate) struct KeywordSide<'a> {
+    /// The keyword statistics: counted from the packs for the memories they hold, from the
+    /// rows for the others.
+    pub scan: &'a mut agent_memory_core::keyword::KeywordScan,
+    /// The exact similarity of every memory read (hybrid results show it); `None` for a
+    /// keyword-only call.
+    pub similarities: Option<&'a mut Vec<(i64, f32)>>,
+    /// The memories counted from their packs, by id, with their places: a hybrid result among
+    /// them has its similarity read afterwards ([`similarities_of`]).
+    pub unread: Vec<(i64, pg_sys::ItemPointerData)>,
+}
+
 /// Ranks a user's memories through their packs. Returns `None` (nothing done) when the user has
 /// no pack for the model, else the number of memories read exactly.
+///
+/// With `keyword`, the keyword channel is counted too, and a packed memory is counted from its
+/// pack only when nothing about it can differ from the row this statement sees: the pack has its
+/// terms (made with the call's tokenizer options), it is not marked stale (the triggers mark a
+/// change of the text, kind, archiving or validity), the index has one entry for it, and the
+/// visibility map says that entry's heap page is visible to every transaction (so the entry's
+/// row version is the one the statement sees). Every other memory's row is read, as without
+/// packs. BM25's statistics range over every candidate, so each one is counted exactly once,
+/// from its pack or from its row. An empty `q` ranks by keywords alone.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn rank_packed(
     user: &str,
@@ -48,8 +82,10 @@ pub(crate) fn rank_packed(
     min_similarity: f64,
     now: i64,
     ranker: &mut VectorRanker,
+    mut keyword: Option<&mut KeywordSide<'_>>,
 ) -> Result<Option<usize>> {
     let mut entries: Vec<(i64, pg_sys::ItemPointerData)> = Vec::new();
+    let vector = !q.is_empty();
     let query = Query::new(q);
     // (upper bound of the score, first entry, end of its entries): the packed memories.
     let mut bounded: Vec<(f64, u32, u32)> = Vec::new();
@@ -58,6 +94,8 @@ pub(crate) fn rank_packed(
     let mut any = false;
     let mut too_many = false;
     let mut next = 0usize;
+    let mut fetcher = crate::scan::Fetcher::new()?;
+    let kind_codes: Option<Vec<u8>> = kinds.map(|ks| ks.iter().map(|k| kind_code(k)).collect());
     let has_packs = crate::scan::for_each_pack(user, model, |bytes| {
         let Some(pack) = core_pack::Pack::parse(bytes) else {
             // A pack of another format: its memories stay uncovered and are read exactly.
@@ -74,10 +112,11 @@ pub(crate) fn rank_packed(
             covered = vec![false; entries.len()];
             stale = Some(crate::scan::stale_ids(user, model)?);
         }
-        if pack.dims() != q.len() {
+        if vector && pack.dims() != q.len() {
             return Err(crate::api::recall::dimension_mismatch(q.len(), model, pack.dims()));
         }
         let stale = stale.as_deref().unwrap_or(&[]);
+        let counts_words = keyword.as_ref().is_some_and(|k| pack.keywords() == Some(k.scan.options()));
         for i in 0..pack.len() {
             let id = pack.id(i);
             // Packs and entries both come in id order: the match is most often right after the
@@ -92,9 +131,25 @@ pub(crate) fn rank_packed(
             if start == end || stale.binary_search(&id).is_ok() {
                 continue;
             }
+            if let Some(kw) = keyword.as_mut() {
+                let facts = if counts_words && end == start + 1 && fetcher.all_visible(&entries[start].1) { pack.facts(i) } else { None };
+                // Not countable from the pack: the row is read, for both channels.
+                let Some(f) = facts else { continue };
+                covered[start] = true;
+                let wanted = kind_codes.as_ref().is_none_or(|ks| ks.contains(&f.kind));
+                if !wanted || (f.archived && !include_archived) || f.ends_at <= now {
+                    // Not a candidate of this call, in either channel.
+                    continue;
+                }
+                kw.scan.add_terms(id, f.len, f.terms());
+                kw.unread.push(entries[start]);
+            }
+            covered[start..end].iter_mut().for_each(|c| *c = true);
+            if !vector {
+                continue;
+            }
             let e = pack.entry(i);
             let (lo, hi) = query.bounds(&e);
-            covered[start..end].iter_mut().for_each(|c| *c = true);
             if hi < min_similarity {
                 continue;
             }
@@ -106,12 +161,19 @@ pub(crate) fn rank_packed(
         Ok(true)
     })?;
     if !has_packs || !any || too_many {
+        // (Nothing was counted: the loop steps aside at its first pack.)
         return Ok(None);
     }
-    let mut fetcher = crate::scan::Fetcher::new()?;
     let mut scratch = Vec::new();
     let mut read = 0usize;
-    let mut offer = |fetcher: &mut crate::scan::Fetcher, tid, ranker: &mut VectorRanker| -> Result<()> {
+    // Reads one row: `full` for a memory no pack counted (both channels), else for the vector
+    // ranking only.
+    let mut offer = |fetcher: &mut crate::scan::Fetcher,
+                     tid,
+                     ranker: &mut VectorRanker,
+                     full: bool,
+                     keyword: &mut Option<&mut KeywordSide<'_>>|
+     -> Result<()> {
         read += 1;
         if read.is_multiple_of(1024) {
             pgrx::check_for_interrupts!();
@@ -120,13 +182,24 @@ pub(crate) fn rank_packed(
             if c.archived && !include_archived {
                 return Ok(());
             }
-            ranker.offer_candidate(c, q, model, min_similarity, now, &mut scratch).map(|_| ())
+            if vector {
+                let similarity = ranker.offer_candidate(c, q, model, min_similarity, now, &mut scratch)?;
+                if let Some(sims) = keyword.as_mut().and_then(|k| k.similarities.as_mut()) {
+                    sims.push((c.id, similarity as f32));
+                }
+            }
+            if full {
+                if let Some(kw) = keyword.as_mut() {
+                    kw.scan.add(c.id, &c.content());
+                }
+            }
+            Ok(())
         })?;
         Ok(())
     };
     for (i, (_, tid)) in entries.iter().enumerate() {
         if !covered[i] {
-            offer(&mut fetcher, *tid, ranker)?;
+            offer(&mut fetcher, *tid, ranker, true, &mut keyword)?;
         }
     }
     // Highest bound first. Most calls stop after a few dozen, so the bounds are ordered a slice
@@ -146,7 +219,7 @@ pub(crate) fn rank_packed(
                 break 'ranked;
             }
             for (_, tid) in &entries[start as usize..end as usize] {
-                offer(&mut fetcher, *tid, ranker)?;
+                offer(&mut fetcher, *tid, ranker, false, &mut keyword)?;
             }
         }
         rest = tail;
@@ -155,6 +228,28 @@ pub(crate) fn rank_packed(
     drop(fetcher);
     debug1!("agent_memory: recall read {read} of {} memories of the user exactly; packs ruled out the rest", entries.len());
     Ok(Some(read))
+}
+
+/// The exact similarity to `q` of the memories at `places` (visible rows, from
+/// [`KeywordSide::unread`]), by id.
+pub(crate) fn similarities_of(places: &[(i64, pg_sys::ItemPointerData)], q: &[f32], model: &str) -> Result<Vec<(i64, f32)>> {
+    let mut out = Vec::with_capacity(places.len());
+    if places.is_empty() {
+        return Ok(out);
+    }
+    let mut fetcher = crate::scan::Fetcher::new()?;
+    let mut scratch = Vec::new();
+    for (_, tid) in places {
+        fetcher.fetch(*tid, None, i64::MIN, |c| {
+            let emb = c.emb()?;
+            if emb.dims() != q.len() {
+                return Err(crate::api::recall::dimension_mismatch(q.len(), model, emb.dims()));
+            }
+            out.push((c.id, emb.with_f32(&mut scratch, |x| vecmath::cosine_with_unit(q, x)) as f32));
+            Ok(())
+        })?;
+    }
+    Ok(out)
 }
 
 /// Whether this backend is running a statement that marks the packed memories it deletes by
@@ -194,10 +289,13 @@ INSERT INTO agent_memory.memory_pack_users (user_id, embedding_model, memories, 
 /// The active memories and the stale marks, in one statement: one snapshot, so the marks the
 /// new packs make unnecessary are exactly those read.
 const READ_FOR_PACK: &str = "\
-SELECT 0 AS part, m.id, m.importance, m.emb, NULL::tid AS mark FROM agent_memory.memories m \
+SELECT 0 AS part, m.id, m.importance, m.emb, NULL::tid AS mark, m.content, m.kind, m.archived_at IS NOT NULL, \
+       LEAST(m.expires_at, m.valid_until) \
+  FROM agent_memory.memories m \
  WHERE m.user_id = $1 AND m.embedding_model = $2 AND m.active \
 UNION ALL \
-SELECT 1, s.id, NULL, NULL, s.ctid FROM agent_memory.memory_pack_stale s WHERE s.user_id = $1 AND s.embedding_model = $2 \
+SELECT 1, s.id, NULL, NULL, s.ctid, NULL, NULL, NULL, NULL \
+  FROM agent_memory.memory_pack_stale s WHERE s.user_id = $1 AND s.embedding_model = $2 \
 ORDER BY 1, 2";
 const INSERT_PACKS: &str = "\
 INSERT INTO agent_memory.memory_packs (user_id, embedding_model, pack_no, memories, last_id, payload) \
@@ -273,7 +371,9 @@ pub fn build(client: &mut SpiClient<'_>, user: &str, model: &str) -> Result<i64>
     let mut out = PackRows::default();
     let mut marks: Vec<pg_sys::ItemPointerData> = Vec::new();
     let mut writer: Option<PackWriter> = None;
-    let mut capacity = 0usize;
+    let tokenizer = gucs::tokenizer();
+    // Whether one memory fits a pack at all (known from the first row: one model, one dimension).
+    let mut fits_one: Option<bool> = None;
     let mut packed = 0i64;
     let mut too_wide = false;
     let mut scratch = Vec::new();
@@ -302,21 +402,32 @@ pub fn build(client: &mut SpiClient<'_>, user: &str, model: &str) -> Result<i64>
                 if too_wide {
                     continue;
                 }
-                if capacity == 0 {
-                    capacity = core_pack::capacity(emb.dims(), budget);
-                    if capacity == 0 {
-                        // Embeddings too wide for a page: no packs for this model (the stale
-                        // marks are still read, and cleared).
-                        too_wide = true;
-                        continue;
-                    }
+                if !*fits_one.get_or_insert_with(|| PackWriter::new(emb.dims(), budget, Some(tokenizer)).fits(0)) {
+                    // Embeddings too wide for a page: no packs for this model (the stale marks
+                    // are still read, and cleared).
+                    too_wide = true;
+                    continue;
                 }
+                let content: String = table.get(6).map_err(spi("reading content"))?.unwrap_or_default();
+                let kind: String = table.get(7).map_err(spi("reading kind"))?.unwrap_or_default();
+                let archived: bool = table.get(8).map_err(spi("reading archived_at"))?.unwrap_or(false);
+                let ends_at: Option<TimestampWithTimeZone> = table.get(9).map_err(spi("reading expires_at"))?;
+                let (len, terms) = agent_memory_core::keyword::doc_terms(&content, tokenizer);
+                let facts = core_pack::KeywordFacts {
+                    len,
+                    terms: &terms,
+                    kind: kind_code(&kind),
+                    archived,
+                    ends_at: ends_at.map_or(i64::MAX, |t| t.into_inner()),
+                };
                 let q = emb.with_f32(&mut scratch, core_pack::quantize);
-                if writer.as_ref().is_some_and(|w| w.len() >= capacity) {
+                // A full pack goes out; a memory whose terms alone overflow an empty pack goes in
+                // without them (its row is read when its words are counted).
+                if writer.as_ref().is_some_and(|w| !w.fits(terms.len())) {
                     out.push(writer.take().expect("a writer"), last_id);
                 }
-                let w = writer.get_or_insert_with(|| PackWriter::new(q.codes.len(), capacity));
-                w.push(id, importance, &q);
+                let w = writer.get_or_insert_with(|| PackWriter::new(q.codes.len(), budget, Some(tokenizer)));
+                w.push(id, importance, &q, Some(&facts));
                 last_id = id;
                 packed += 1;
             }

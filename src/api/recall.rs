@@ -372,10 +372,29 @@ pub fn recall(user_id: Option<&str>, query: Option<&VectorDatum>, opts: RecallOp
         let mut index = None;
         let mut scratch = Vec::new();
         let now = crate::pg::transaction_start();
-        // A vector-only call reads the user's packed embeddings when there are some, and the
-        // exact rows only of the memories that can make the result (see api/pack.rs).
-        let packed = if channels == Channels::Vector && lineage.is_none() && gucs::packed_recall() {
-            crate::api::pack::rank_packed(user, &model, kinds.as_deref(), include_archived, &q, min_similarity, now, &mut vector)?
+        // A call reads the user's packs when there are some, and the exact rows only of the
+        // memories that can make the vector ranking, and of those whose words the packs cannot
+        // count (see api/pack.rs). Task lineage and the recency channel need every row.
+        let mut unread = Vec::new();
+        let packed = if lineage.is_none() && recency.is_none() && gucs::packed_recall() {
+            let mut side = keyword.as_mut().map(|scan| crate::api::pack::KeywordSide {
+                scan,
+                similarities: (channels == Channels::Hybrid).then_some(&mut similarities),
+                unread: Vec::new(),
+            });
+            let n = crate::api::pack::rank_packed(
+                user,
+                &model,
+                kinds.as_deref(),
+                include_archived,
+                &q,
+                min_similarity,
+                now,
+                &mut vector,
+                side.as_mut(),
+            )?;
+            unread = side.map(|s| s.unread).unwrap_or_default();
+            n
         } else {
             None
         };
@@ -455,11 +474,23 @@ pub fn recall(user_id: Option<&str>, query: Option<&VectorDatum>, opts: RecallOp
                 let w: Vec<i64> = keyword_ranked.iter().map(|r| r.0).collect();
                 let t: Vec<i64> = recency.map(|r| r.into_sorted().iter().map(|r| r.id).collect()).unwrap_or_default();
                 let lists: Vec<&[i64]> = if t.is_empty() { vec![&v, &w] } else { vec![&v, &w, &t] };
+                let mut fused = agent_memory_core::keyword::rrf(&lists, gucs::rrf_k());
+                fused.truncate(k);
                 similarities.sort_unstable_by_key(|p| p.0);
+                // The similarity of a result counted from its pack, and not read.
+                if !unread.is_empty() {
+                    unread.sort_unstable_by_key(|p| p.0);
+                    let missing: Vec<_> = fused
+                        .iter()
+                        .filter(|f| similarities.binary_search_by_key(&f.id, |p| p.0).is_err())
+                        .filter_map(|f| unread.binary_search_by_key(&f.id, |p| p.0).ok().map(|i| unread[i]))
+                        .collect();
+                    similarities.extend(crate::api::pack::similarities_of(&missing, &q, &model)?);
+                    similarities.sort_unstable_by_key(|p| p.0);
+                }
                 let sim_of = |id: i64| similarities.binary_search_by_key(&id, |p| p.0).ok().map(|i| similarities[i].1 as f64);
-                agent_memory_core::keyword::rrf(&lists, gucs::rrf_k())
+                fused
                     .into_iter()
-                    .take(k)
                     .map(|f| Scored {
                         id: f.id,
                         score: f.score,

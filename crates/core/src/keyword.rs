@@ -126,14 +126,42 @@ impl KeywordScan {
         });
         self.total_len += len as u64;
         if any {
-            let tf_at = self.tf.len() as u32;
-            for (i, c) in self.counts.iter().enumerate().filter(|(_, c)| **c > 0) {
-                self.df[i] += 1;
-                self.tf.push((i as u16, *c));
-            }
-            let tf_len = (self.tf.len() as u32 - tf_at) as u16;
-            self.matched.push(Matched { id, len, tf_at, tf_len });
+            self.push_matched(id, len);
         }
+    }
+
+    /// Counts one candidate from its terms as [`doc_terms`] gives them (a packed copy of the
+    /// text's tokens): the same statistics as [`KeywordScan::add`] with the text itself, when
+    /// the tokenizer options are the same.
+    pub fn add_terms(&mut self, id: i64, len: u32, terms: impl Iterator<Item = (u64, u16)>) {
+        self.docs += 1;
+        self.total_len += len as u64;
+        self.counts.iter_mut().for_each(|c| *c = 0);
+        let mut any = false;
+        for (t, c) in terms {
+            if let Ok(i) = self.terms.binary_search(&t) {
+                self.counts[i] = self.counts[i].saturating_add(c);
+                any = true;
+            }
+        }
+        if any {
+            self.push_matched(id, len);
+        }
+    }
+
+    fn push_matched(&mut self, id: i64, len: u32) {
+        let tf_at = self.tf.len() as u32;
+        for (i, c) in self.counts.iter().enumerate().filter(|(_, c)| **c > 0) {
+            self.df[i] += 1;
+            self.tf.push((i as u16, *c));
+        }
+        let tf_len = (self.tf.len() as u32 - tf_at) as u16;
+        self.matched.push(Matched { id, len, tf_at, tf_len });
+    }
+
+    /// The tokenizer options of this scan.
+    pub fn options(&self) -> TokenizerOptions {
+        self.opts
     }
 
     /// Candidates seen so far.
@@ -167,6 +195,27 @@ impl KeywordScan {
         scored.sort_by(order);
         scored
     }
+}
+
+/// A text's length in tokens and its distinct tokens with their counts (saturating at
+/// `u16::MAX`), sorted by token: what [`KeywordScan::add_terms`] needs to count the text
+/// without reading it again.
+pub fn doc_terms(text: &str, opts: TokenizerOptions) -> (u32, Vec<(u64, u16)>) {
+    let mut all = Vec::new();
+    let mut len = 0u32;
+    for_each_token(text, opts, |t| {
+        len = len.saturating_add(1);
+        all.push(t);
+    });
+    all.sort_unstable();
+    let mut out: Vec<(u64, u16)> = Vec::new();
+    for t in all {
+        match out.last_mut() {
+            Some((last, c)) if *last == t => *c = c.saturating_add(1),
+            _ => out.push((t, 1)),
+        }
+    }
+    (len, out)
 }
 
 /// One fused result: its id, fused score, and its rank (1-based) in each channel, if it was in it.
@@ -210,6 +259,72 @@ mod tests {
             s.add(*id, t);
         }
         s
+    }
+
+    #[test]
+    fn packed_terms_count_as_the_text_does() {
+        // Words sharing prefixes with the query's, stop words, inflections, digits, CJK, repeats.
+        let vocab = [
+            "refund",
+            "refunds",
+            "refunded",
+            "parcel",
+            "parcels",
+            "order",
+            "ordering",
+            "the",
+            "of",
+            "a",
+            "when",
+            "did",
+            "I",
+            "ask",
+            "about",
+            "re",
+            "par",
+            "orders",
+            "2024",
+            "上海",
+            "用户住在上海",
+            "café",
+            "cafés",
+            "Über",
+            "ask",
+            "asked",
+            "asking",
+            "it's",
+            "don't",
+        ];
+        let mut seed = 17u64;
+        let mut next = |n: usize| {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (seed >> 33) as usize % n
+        };
+        let docs: Vec<(i64, String)> = (0..300)
+            .map(|i| {
+                let words: Vec<&str> = (0..1 + next(40)).map(|_| vocab[next(vocab.len())]).collect();
+                (i as i64, words.join(if i % 3 == 0 { ", " } else { " " }))
+            })
+            .collect();
+        for opts in [
+            TokenizerOptions::default(),
+            TokenizerOptions { stop_words: false, stem: true },
+            TokenizerOptions { stop_words: true, stem: false },
+        ] {
+            for query in ["When did I ask about the refund for the parcel order?", "上海 café", "Über 2024 orders", "it's"] {
+                let mut by_text = KeywordScan::new(query, opts);
+                let mut by_terms = KeywordScan::new(query, opts);
+                for (id, t) in &docs {
+                    by_text.add(*id, t);
+                    let (len, terms) = doc_terms(t, opts);
+                    by_terms.add_terms(*id, len, terms.into_iter());
+                }
+                let p = Bm25Params::default();
+                assert_eq!(by_text.documents(), by_terms.documents());
+                assert_eq!(by_text.top(1000, p), by_terms.top(1000, p), "{query} with {opts:?}");
+                assert!(!by_text.top(5, p).is_empty() || query == "it's");
+            }
+        }
     }
 
     #[test]

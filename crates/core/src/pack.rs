@@ -14,21 +14,36 @@
 //! which memories it must read exactly: a memory whose bound is below the score of the last
 //! result kept cannot enter the result. Results are therefore exact, whatever the data.
 //!
-//! A pack is a byte string: a 12-byte header (format, dimensions, count) and `count` entries in
-//! ascending id, each `id i64, importance f32, scale f32, norm f32, error f32, codes [i8; dims]`,
-//! little-endian.
+//! A pack is a byte string, little-endian: a 16-byte header (format, flags, dimensions, count,
+//! number of terms), then `count` entries in ascending id, each `id i64, importance f32,
+//! scale f32, norm f32, error f32, codes [i8; dims]`. With the keyword flag, the entries are
+//! followed by each memory's keyword facts (`len u32, first term u32, terms u16, kind u8,
+//! flags u8, ends_at i64`: what the keyword channel of recall counts and filters by) and then
+//! the terms, `token u64, count u16` each (see [`crate::keyword::doc_terms`]), so that hybrid
+//! recall can count a memory's words without reading its row.
+
+use crate::text::TokenizerOptions;
 
 /// The format byte of packs this code writes.
-pub const FORMAT: u8 = 1;
-const HEADER: usize = 12;
+pub const FORMAT: u8 = 2;
+const HEADER: usize = 16;
 const ENTRY_FIXED: usize = 24;
+const KEYWORD_FIXED: usize = 20;
+const TERM: usize = 10;
+/// The `len` of a memory whose terms are not in the pack (too many for a page).
+const NO_TERMS: u32 = u32::MAX;
+
+const FLAG_KEYWORDS: u8 = 1;
+const FLAG_STOP_WORDS: u8 = 2;
+const FLAG_STEM: u8 = 4;
 
 /// Bytes of one entry for `dims` dimensions.
 pub fn entry_size(dims: usize) -> usize {
     ENTRY_FIXED + dims
 }
 
-/// How many entries fit in a pack of at most `max_bytes` (0 when not even one does).
+/// How many entries without keyword facts fit in a pack of at most `max_bytes` (0 when not
+/// even one does).
 pub fn capacity(dims: usize, max_bytes: usize) -> usize {
     max_bytes.saturating_sub(HEADER) / entry_size(dims)
 }
@@ -70,31 +85,95 @@ fn up(v: f64) -> f32 {
     }
 }
 
-/// Builds one pack.
+/// What the keyword channel needs of a memory besides its embedding: its length in tokens, its
+/// distinct tokens with their counts (sorted), and the columns recall filters by.
+#[derive(Clone, Copy, Debug)]
+pub struct KeywordFacts<'a> {
+    pub len: u32,
+    pub terms: &'a [(u64, u16)],
+    /// The caller's code of the memory's kind.
+    pub kind: u8,
+    pub archived: bool,
+    /// When it stops being recalled (`expires_at` or `valid_until`, whichever comes first), in
+    /// the caller's unit; `i64::MAX` for never.
+    pub ends_at: i64,
+}
+
+/// Builds one pack, up to a size in bytes.
 pub struct PackWriter {
     dims: usize,
+    max_bytes: usize,
+    keywords: Option<TokenizerOptions>,
     count: u32,
-    buf: Vec<u8>,
+    entries: Vec<u8>,
+    facts: Vec<u8>,
+    terms: Vec<u8>,
 }
 
 impl PackWriter {
-    pub fn new(dims: usize, capacity: usize) -> Self {
-        let mut buf = Vec::with_capacity(HEADER + capacity * entry_size(dims));
-        buf.extend_from_slice(&[FORMAT, 0, 0, 0]);
-        buf.extend_from_slice(&(dims as u32).to_le_bytes());
-        buf.extend_from_slice(&0u32.to_le_bytes());
-        PackWriter { dims, count: 0, buf }
+    /// A pack of at most `max_bytes`, with the keyword facts of its memories when `keywords`
+    /// gives the tokenizer options their terms were made with.
+    pub fn new(dims: usize, max_bytes: usize, keywords: Option<TokenizerOptions>) -> Self {
+        PackWriter {
+            dims,
+            max_bytes,
+            keywords,
+            count: 0,
+            entries: Vec::with_capacity(max_bytes.min(1 << 16)),
+            facts: Vec::new(),
+            terms: Vec::new(),
+        }
     }
 
-    /// Appends a memory; ids must come in ascending order.
-    pub fn push(&mut self, id: i64, importance: f32, q: &Quantized) {
+    fn size(&self) -> usize {
+        HEADER + self.entries.len() + self.facts.len() + self.terms.len()
+    }
+
+    fn cost(&self, terms: usize) -> usize {
+        entry_size(self.dims) + if self.keywords.is_some() { KEYWORD_FIXED + terms * TERM } else { 0 }
+    }
+
+    /// Whether one more memory with `terms` distinct terms fits (pass 0 for a memory whose terms
+    /// are left out).
+    pub fn fits(&self, terms: usize) -> bool {
+        self.size() + self.cost(terms) <= self.max_bytes
+    }
+
+    /// Appends a memory; ids must come in ascending order. Its keyword facts are kept when the
+    /// pack has them and they fit; otherwise the memory is marked as having none (its row is
+    /// read by a call that needs them).
+    pub fn push(&mut self, id: i64, importance: f32, q: &Quantized, facts: Option<&KeywordFacts<'_>>) {
         debug_assert_eq!(q.codes.len(), self.dims);
-        self.buf.extend_from_slice(&id.to_le_bytes());
-        self.buf.extend_from_slice(&importance.to_le_bytes());
-        self.buf.extend_from_slice(&q.scale.to_le_bytes());
-        self.buf.extend_from_slice(&q.norm.to_le_bytes());
-        self.buf.extend_from_slice(&q.error.to_le_bytes());
-        self.buf.extend(q.codes.iter().map(|&c| c as u8));
+        self.entries.extend_from_slice(&id.to_le_bytes());
+        self.entries.extend_from_slice(&importance.to_le_bytes());
+        self.entries.extend_from_slice(&q.scale.to_le_bytes());
+        self.entries.extend_from_slice(&q.norm.to_le_bytes());
+        self.entries.extend_from_slice(&q.error.to_le_bytes());
+        self.entries.extend(q.codes.iter().map(|&c| c as u8));
+        if self.keywords.is_some() {
+            let room = self.max_bytes.saturating_sub(self.size() + KEYWORD_FIXED);
+            let kept = facts.filter(|f| f.terms.len() <= u16::MAX as usize && f.terms.len() * TERM <= room && f.len != NO_TERMS);
+            let first = (self.terms.len() / TERM) as u32;
+            match kept {
+                Some(f) => {
+                    self.facts.extend_from_slice(&f.len.to_le_bytes());
+                    self.facts.extend_from_slice(&first.to_le_bytes());
+                    self.facts.extend_from_slice(&(f.terms.len() as u16).to_le_bytes());
+                    self.facts.push(f.kind);
+                    self.facts.push(f.archived as u8);
+                    self.facts.extend_from_slice(&f.ends_at.to_le_bytes());
+                    for (t, c) in f.terms {
+                        self.terms.extend_from_slice(&t.to_le_bytes());
+                        self.terms.extend_from_slice(&c.to_le_bytes());
+                    }
+                }
+                None => {
+                    self.facts.extend_from_slice(&NO_TERMS.to_le_bytes());
+                    self.facts.extend_from_slice(&first.to_le_bytes());
+                    self.facts.extend_from_slice(&[0u8; KEYWORD_FIXED - 8]);
+                }
+            }
+        }
         self.count += 1;
     }
 
@@ -106,9 +185,20 @@ impl PackWriter {
         self.count == 0
     }
 
-    pub fn finish(mut self) -> Vec<u8> {
-        self.buf[8..12].copy_from_slice(&self.count.to_le_bytes());
-        self.buf
+    pub fn finish(self) -> Vec<u8> {
+        let mut buf = Vec::with_capacity(self.size());
+        let flags = match self.keywords {
+            None => 0,
+            Some(o) => FLAG_KEYWORDS | if o.stop_words { FLAG_STOP_WORDS } else { 0 } | if o.stem { FLAG_STEM } else { 0 },
+        };
+        buf.extend_from_slice(&[FORMAT, flags, 0, 0]);
+        buf.extend_from_slice(&(self.dims as u32).to_le_bytes());
+        buf.extend_from_slice(&self.count.to_le_bytes());
+        buf.extend_from_slice(&((self.terms.len() / TERM) as u32).to_le_bytes());
+        buf.extend_from_slice(&self.entries);
+        buf.extend_from_slice(&self.facts);
+        buf.extend_from_slice(&self.terms);
+        buf
     }
 }
 
@@ -118,6 +208,9 @@ pub struct Pack<'a> {
     dims: usize,
     count: usize,
     entries: &'a [u8],
+    keywords: Option<TokenizerOptions>,
+    facts: &'a [u8],
+    terms: &'a [u8],
 }
 
 /// One entry of a pack.
@@ -132,8 +225,29 @@ pub struct Entry<'a> {
     pub codes: &'a [u8],
 }
 
+/// The keyword facts of one packed memory, read in place.
+#[derive(Clone, Copy, Debug)]
+pub struct PackedFacts<'a> {
+    pub len: u32,
+    pub kind: u8,
+    pub archived: bool,
+    pub ends_at: i64,
+    terms: &'a [u8],
+}
+
+impl<'a> PackedFacts<'a> {
+    /// The memory's distinct terms and their counts, in ascending term order.
+    pub fn terms(&self) -> impl Iterator<Item = (u64, u16)> + 'a {
+        self.terms.chunks_exact(TERM).map(|t| (u64::from_le_bytes(t[0..8].try_into().expect("8 bytes")), u16::from_le_bytes([t[8], t[9]])))
+    }
+}
+
 fn f32_at(b: &[u8], at: usize) -> f32 {
     f32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
 }
 
 impl<'a> Pack<'a> {
@@ -142,13 +256,27 @@ impl<'a> Pack<'a> {
         if bytes.len() < HEADER || bytes[0] != FORMAT {
             return None;
         }
-        let dims = u32::from_le_bytes(bytes[4..8].try_into().ok()?) as usize;
-        let count = u32::from_le_bytes(bytes[8..12].try_into().ok()?) as usize;
-        let entries = &bytes[HEADER..];
-        if dims == 0 || entries.len() != count.checked_mul(entry_size(dims))? {
+        let flags = bytes[1];
+        let dims = u32_at(bytes, 4) as usize;
+        let count = u32_at(bytes, 8) as usize;
+        let terms = u32_at(bytes, 12) as usize;
+        if dims == 0 {
             return None;
         }
-        Some(Pack { dims, count, entries })
+        let entries_len = count.checked_mul(entry_size(dims))?;
+        let (keywords, facts_len, terms_len) = if flags & FLAG_KEYWORDS != 0 {
+            let opts = TokenizerOptions { stop_words: flags & FLAG_STOP_WORDS != 0, stem: flags & FLAG_STEM != 0 };
+            (Some(opts), count.checked_mul(KEYWORD_FIXED)?, terms.checked_mul(TERM)?)
+        } else {
+            (None, 0, 0)
+        };
+        let body = &bytes[HEADER..];
+        if body.len() != entries_len.checked_add(facts_len)?.checked_add(terms_len)? {
+            return None;
+        }
+        let (entries, rest) = body.split_at(entries_len);
+        let (facts, terms) = rest.split_at(facts_len);
+        Some(Pack { dims, count, entries, keywords, facts, terms })
     }
 
     pub fn dims(&self) -> usize {
@@ -161,6 +289,11 @@ impl<'a> Pack<'a> {
 
     pub fn is_empty(&self) -> bool {
         self.count == 0
+    }
+
+    /// The tokenizer options of the pack's keyword facts, when it has them.
+    pub fn keywords(&self) -> Option<TokenizerOptions> {
+        self.keywords
     }
 
     /// The id of entry `i`, without reading the rest.
@@ -181,6 +314,26 @@ impl<'a> Pack<'a> {
             error: f32_at(e, 20),
             codes,
         }
+    }
+
+    /// The keyword facts of entry `i`: `None` when the pack has none, or not for this memory.
+    pub fn facts(&self, i: usize) -> Option<PackedFacts<'a>> {
+        self.keywords?;
+        let f = &self.facts[i * KEYWORD_FIXED..(i + 1) * KEYWORD_FIXED];
+        let len = u32_at(f, 0);
+        if len == NO_TERMS {
+            return None;
+        }
+        let first = u32_at(f, 4) as usize;
+        let n = u16::from_le_bytes([f[8], f[9]]) as usize;
+        let terms = self.terms.get(first * TERM..(first + n) * TERM)?;
+        Some(PackedFacts {
+            len,
+            kind: f[10],
+            archived: f[11] & 1 != 0,
+            ends_at: i64::from_le_bytes(f[12..20].try_into().expect("8 bytes")),
+            terms,
+        })
     }
 }
 
@@ -330,8 +483,8 @@ mod tests {
                 let x = vecmath::normalized(&x);
                 let exact = vecmath::cosine_with_unit(&q, &x);
                 let qz = quantize(&x);
-                let mut w = PackWriter::new(d, 1);
-                w.push(i, 0.5, &qz);
+                let mut w = PackWriter::new(d, 1 << 20, None);
+                w.push(i, 0.5, &qz, None);
                 let bytes = w.finish();
                 let p = Pack::parse(&bytes).unwrap();
                 let (lo, hi) = query.bounds(&p.entry(0));
@@ -350,8 +503,8 @@ mod tests {
         let x = vecmath::normalized(&r.v(d));
         let (lo, hi) = query.bounds(
             &Pack::parse(&{
-                let mut w = PackWriter::new(d, 1);
-                w.push(1, 0.5, &quantize(&x));
+                let mut w = PackWriter::new(d, 1 << 20, None);
+                w.push(1, 0.5, &quantize(&x), None);
                 w.finish()
             })
             .unwrap()
@@ -364,9 +517,10 @@ mod tests {
     fn a_pack_round_trips_and_rejects_other_bytes() {
         let mut r = Lcg(3);
         let d = 8;
-        let mut w = PackWriter::new(d, capacity(d, 1000));
+        let mut w = PackWriter::new(d, 1000, None);
         for id in [3i64, 9, 12] {
-            w.push(id, id as f32 / 20.0, &quantize(&r.v(d)));
+            assert!(w.fits(0));
+            w.push(id, id as f32 / 20.0, &quantize(&r.v(d)), None);
         }
         assert_eq!(w.len(), 3);
         let b = w.finish();
@@ -374,13 +528,52 @@ mod tests {
         assert_eq!((p.len(), p.dims()), (3, 8));
         assert_eq!((0..3).map(|i| p.id(i)).collect::<Vec<_>>(), vec![3, 9, 12]);
         assert_eq!(p.entry(1).importance, 9.0 / 20.0);
+        assert!(p.keywords().is_none() && p.facts(0).is_none());
         assert!(Pack::parse(&b[..b.len() - 1]).is_none());
         let mut other = b.clone();
         other[0] = 99;
         assert!(Pack::parse(&other).is_none());
+        other[0] = 1;
+        assert!(Pack::parse(&other).is_none(), "the previous format is not read as this one");
         assert!(Pack::parse(&[]).is_none());
-        assert_eq!(capacity(512, 7800), (7800 - 12) / 536);
+        assert_eq!(capacity(512, 7800), (7800 - 16) / 536);
         assert_eq!(capacity(16000, 7800), 0);
+    }
+
+    #[test]
+    fn keyword_facts_round_trip_and_stay_within_the_budget() {
+        let mut r = Lcg(5);
+        let d = 16;
+        let opts = TokenizerOptions { stop_words: false, stem: true };
+        let budget = 600;
+        let mut w = PackWriter::new(d, budget, Some(opts));
+        let texts: Vec<Vec<(u64, u16)>> = (0..40u64).map(|i| (0..(i % 7)).map(|j| (i * 100 + j, (j + 1) as u16)).collect()).collect();
+        let mut pushed = Vec::new();
+        for (i, t) in texts.iter().enumerate() {
+            if !w.fits(t.len()) {
+                break;
+            }
+            let f = KeywordFacts { len: 3 * i as u32, terms: t, kind: (i % 3) as u8, archived: i % 2 == 1, ends_at: i as i64 - 5 };
+            w.push(i as i64, 0.5, &quantize(&r.v(d)), Some(&f));
+            pushed.push(i);
+        }
+        // One that does not fit whole still goes in, without its terms.
+        let long: Vec<(u64, u16)> = (0..1000).map(|j| (j, 1)).collect();
+        let id = pushed.len() as i64;
+        assert!(w.fits(0) && !w.fits(long.len()));
+        w.push(id, 0.5, &quantize(&r.v(d)), Some(&KeywordFacts { len: 1000, terms: &long, kind: 0, archived: false, ends_at: i64::MAX }));
+        let b = w.finish();
+        assert!(b.len() <= budget, "{} bytes", b.len());
+        let p = Pack::parse(&b).unwrap();
+        assert_eq!(p.keywords(), Some(opts));
+        assert_eq!(p.len(), pushed.len() + 1);
+        for &i in &pushed {
+            let f = p.facts(i).unwrap();
+            assert_eq!((f.len, f.kind, f.archived, f.ends_at), (3 * i as u32, (i % 3) as u8, i % 2 == 1, i as i64 - 5));
+            assert_eq!(f.terms().collect::<Vec<_>>(), texts[i]);
+        }
+        assert!(p.facts(pushed.len()).is_none(), "a memory without its terms");
+        assert!(Pack::parse(&b[..b.len() - 1]).is_none());
     }
 
     #[test]
@@ -402,8 +595,8 @@ mod tests {
         let q = Query::new(&[1.0, 0.0]);
         let z = quantize(&[0.0, 0.0]);
         let b = {
-            let mut w = PackWriter::new(2, 1);
-            w.push(1, 0.0, &z);
+            let mut w = PackWriter::new(2, 1000, None);
+            w.push(1, 0.0, &z, None);
             w.finish()
         };
         assert_eq!(q.bounds(&Pack::parse(&b).unwrap().entry(0)), (-1.0, 1.0));
