@@ -115,7 +115,7 @@ static RECENCY_CHANNEL: GucSetting<bool> = GucSetting::<bool>::new(false);
 static EXACT_LIMIT: GucSetting<i32> = GucSetting::<i32>::new(20_000);
 /// `agent_memory.approximate_candidates`: candidates the approximate path fetches by similarity (default 2,000).
 static APPROXIMATE_CANDIDATES: GucSetting<i32> = GucSetting::<i32>::new(2_000);
-/// `agent_memory.packed_recall`: whether vector-only recall reads the packed embeddings (default on).
+/// `agent_memory.packed_recall`: whether recall reads the packs (embeddings and keyword facts; default on).
 static PACKED_RECALL: GucSetting<bool> = GucSetting::<bool>::new(true);
 /// `agent_memory.pack_min_memories`: the worker packs a user's memories of a model from this many on (default 200).
 static PACK_MIN_MEMORIES: GucSetting<i32> = GucSetting::<i32>::new(200);
@@ -414,7 +414,7 @@ pub fn init() {
     );
     GucRegistry::define_bool_guc(
         c"agent_memory.packed_recall",
-        c"Whether vector-only recall reads the packed (8-bit) embeddings and then only the rows that can make the result.",
+        c"Whether recall reads the packs (8-bit embeddings and keyword facts) and then only the rows it needs.",
         c"Results are the same either way; off reads every candidate's row.",
         &PACKED_RECALL,
         GucContext::Userset,
