@@ -241,6 +241,17 @@ unsafe fn begin(rel_oid: pg_sys::Oid, index_oid: pg_sys::Oid, user: &str, model:
 /// # Safety
 /// As [`begin`].
 unsafe fn begin_with(rel_oid: pg_sys::Oid, index_oid: pg_sys::Oid, user: &str, model: Option<&str>, want_itup: bool) -> Result<Scan> {
+    let keys: Vec<&str> = std::iter::once(user).chain(model).collect();
+    // SAFETY: the caller's promise.
+    unsafe { begin_keys(rel_oid, index_oid, &keys, want_itup) }
+}
+
+/// Opens the table and the index and positions an index scan on equal values of the index's
+/// first `keys.len()` columns (text, at most three).
+///
+/// # Safety
+/// As [`begin`]; the index's first `keys.len()` columns are text.
+unsafe fn begin_keys(rel_oid: pg_sys::Oid, index_oid: pg_sys::Oid, keys: &[&str], want_itup: bool) -> Result<Scan> {
     let lock = pg_sys::AccessShareLock as pg_sys::LOCKMODE;
     let mut s = Scan {
         rel: std::ptr::null_mut(),
@@ -249,23 +260,23 @@ unsafe fn begin_with(rel_oid: pg_sys::Oid, index_oid: pg_sys::Oid, user: &str, m
         slot: std::ptr::null_mut(),
         slot2: std::ptr::null_mut(),
     };
-    // SAFETY: the OIDs are of this extension's table and of its index on (user_id,
-    // embedding_model); the index is a btree whose two key columns are text, so the scan keys
-    // compare text with text equality under the index's collations. The snapshot is the active
-    // one of the running statement. Every pointer is released by `Scan`.
+    // SAFETY: the OIDs are of this extension's tables and of their btree indexes whose first
+    // columns are text (user_id, embedding_model, and a pack's part), so the scan keys compare
+    // text with text equality under the index's collations. The snapshot is the active one of
+    // the running statement. Every pointer is released by `Scan`.
     unsafe {
         s.rel = pg_sys::table_open(rel_oid, lock);
         s.index = pg_sys::index_open(index_oid, lock);
         let collations = (*s.index).rd_indcollation;
-        let mut keys: [pg_sys::ScanKeyData; 2] = std::mem::zeroed();
-        let mut datums = vec![user.into_datum().ok_or_else(|| missing("user id"))?];
-        if let Some(m) = model {
-            datums.push(m.into_datum().ok_or_else(|| missing("model"))?);
+        let mut scankeys: [pg_sys::ScanKeyData; 3] = std::mem::zeroed();
+        let mut datums = Vec::with_capacity(keys.len().min(3));
+        for k in keys.iter().take(3) {
+            datums.push(k.into_datum().ok_or_else(|| missing("a key"))?);
         }
         let nkeys = datums.len() as i32;
         for (i, datum) in datums.into_iter().enumerate() {
             pg_sys::ScanKeyEntryInitialize(
-                &mut keys[i],
+                &mut scankeys[i],
                 0,
                 (i + 1) as pg_sys::AttrNumber,
                 pg_sys::BTEqualStrategyNumber as pg_sys::StrategyNumber,
@@ -277,7 +288,7 @@ unsafe fn begin_with(rel_oid: pg_sys::Oid, index_oid: pg_sys::Oid, user: &str, m
         }
         s.scan = pg_sys::index_beginscan(s.rel, s.index, statement_snapshot(), nkeys, 0);
         (*s.scan).xs_want_itup = want_itup;
-        pg_sys::index_rescan(s.scan, keys.as_mut_ptr(), nkeys, std::ptr::null_mut(), 0);
+        pg_sys::index_rescan(s.scan, scankeys.as_mut_ptr(), nkeys, std::ptr::null_mut(), 0);
     }
     Ok(s)
 }
@@ -767,36 +778,48 @@ fn pack_relations() -> Result<Option<(pg_sys::Oid, pg_sys::Oid, pg_sys::Oid, pg_
     Ok(Some((oids[0], oids[1], oids[2], oids[3])))
 }
 
-/// Calls `f` with the payload of each pack of (user, model) in pack order, while it returns
-/// true; returns whether the schema has packs at all.
-pub fn for_each_pack(user: &str, model: &str, mut f: impl FnMut(&[u8]) -> Result<bool>) -> Result<bool> {
-    let Some((packs, packs_pkey, _, _)) = pack_relations()? else {
-        return Ok(false);
-    };
-    let payload = attnum(packs, c"payload")?;
-    // SAFETY: called from a SQL function; the scan and slot are released by `Scan`; the payload
-    // is read while the slot holds the tuple.
-    unsafe {
-        let mut s = begin(packs, packs_pkey, user, model)?;
-        s.slot = pg_sys::table_slot_create(s.rel, std::ptr::null_mut());
-        let mut read = 0u32;
-        while pg_sys::index_getnext_slot(s.scan, pg_sys::ScanDirection::ForwardScanDirection, s.slot) {
-            read = read.wrapping_add(1);
-            if read.is_multiple_of(256) {
-                pgrx::check_for_interrupts!();
-            }
-            pg_sys::slot_getsomeattrs_int(s.slot, payload as i32);
-            if *(*s.slot).tts_isnull.add(payload - 1) {
-                continue;
-            }
-            let bytes = crate::vector::bytes_of(*(*s.slot).tts_values.add(payload - 1));
-            if !f(bytes)? {
-                break;
-            }
+/// The packs of one user, model and part (`embeddings` or `words`), in pack order.
+pub struct PackCursor {
+    scan: Scan,
+    payload: usize,
+    read: u32,
+}
+
+impl PackCursor {
+    /// A cursor over the packs of (user, model, part); `None` when the schema has no packs.
+    pub fn open(user: &str, model: &str, part: &str) -> Result<Option<PackCursor>> {
+        let Some((packs, packs_pkey, _, _)) = pack_relations()? else {
+            return Ok(None);
+        };
+        let payload = attnum(packs, c"payload")?;
+        // SAFETY: called from a SQL function; the scan and slot are released by `Scan`.
+        unsafe {
+            let mut scan = begin_keys(packs, packs_pkey, &[user, model, part], false)?;
+            scan.slot = pg_sys::table_slot_create(scan.rel, std::ptr::null_mut());
+            Ok(Some(PackCursor { scan, payload, read: 0 }))
         }
-        drop(s);
     }
-    Ok(true)
+
+    /// The next pack's payload, valid until the next call.
+    pub fn next_pack(&mut self) -> Option<&[u8]> {
+        // SAFETY: the scan is positioned; the payload is read while the slot holds the tuple (its
+        // buffer pinned), and the borrow of `self` ends before the slot is reused.
+        unsafe {
+            let s = &mut self.scan;
+            while pg_sys::index_getnext_slot(s.scan, pg_sys::ScanDirection::ForwardScanDirection, s.slot) {
+                self.read = self.read.wrapping_add(1);
+                if self.read.is_multiple_of(256) {
+                    pgrx::check_for_interrupts!();
+                }
+                pg_sys::slot_getsomeattrs_int(s.slot, self.payload as i32);
+                if *(*s.slot).tts_isnull.add(self.payload - 1) {
+                    continue;
+                }
+                return Some(crate::vector::bytes_of(*(*s.slot).tts_values.add(self.payload - 1)));
+            }
+            None
+        }
+    }
 }
 
 /// The ids of (user, model) whose packed copy may be out of date (`memory_pack_stale`).

@@ -37,9 +37,9 @@ $$;
 -- Before any pack, both paths scan.
 SELECT pg_temp.differences();
 SELECT agent_memory.memory_pack('pack-user') AS packed;
-SELECT count(*) AS packs, sum(memories) AS memories, min(pack_no) AS first, max(pack_no) AS last,
+SELECT part, count(*) AS packs, sum(memories) AS memories, min(pack_no) AS first, max(pack_no) AS last,
        max(length(payload)) < 8100 AS fit_a_page
-  FROM agent_memory.memory_packs WHERE user_id = 'pack-user';
+  FROM agent_memory.memory_packs WHERE user_id = 'pack-user' GROUP BY part ORDER BY part;
 SELECT pg_temp.differences();
 -- Every setting of decay_scope too.
 SET agent_memory.decay_scope = 'all';
@@ -118,7 +118,7 @@ SELECT 'wide-user', 'too wide ' || g,
   FROM generate_series(1, 3) g;
 SELECT agent_memory.memory_pack('wide-user') AS packed;
 SELECT embedding_model, count(*) AS packs, min(pack_no), max(pack_no), sum(memories) AS memories
-  FROM agent_memory.memory_packs WHERE user_id = 'wide-user' GROUP BY 1;
+  FROM agent_memory.memory_packs WHERE user_id = 'wide-user' AND part = 'embeddings' GROUP BY 1;
 CREATE FUNCTION pg_temp.wide_ranking(packed boolean, q vector) RETURNS text LANGUAGE plpgsql AS $$
 DECLARE r text;
 BEGIN

@@ -31,12 +31,17 @@ use crate::gucs;
 
 /// A pack row must fit in one heap page (8,160 bytes of tuple), with its other columns.
 const MAX_TUPLE: usize = 8160;
-const ROW_OVERHEAD: usize = 96;
+const ROW_OVERHEAD: usize = 112;
 
 /// The pack payload budget for a user and model.
 fn payload_budget(user: &str, model: &str) -> usize {
     MAX_TUPLE.saturating_sub(ROW_OVERHEAD + user.len() + model.len())
 }
+
+/// The two parts of a pack, rows of `memory_packs`: the embeddings, and the words of the same
+/// memories (read only when recall counts words).
+const PART_EMBEDDINGS: &str = "embeddings";
+const PART_WORDS: &str = "words";
 
 /// The code of a kind of memory in a pack's keyword facts.
 fn kind_code(kind: &str) -> u8 {
@@ -89,81 +94,85 @@ pub(crate) fn rank_packed(
     let query = Query::new(q);
     // (upper bound of the score, first entry, end of its entries): the packed memories.
     let mut bounded: Vec<(f64, u32, u32)> = Vec::new();
-    let mut covered: Vec<bool> = Vec::new();
-    let mut stale: Option<Vec<i64>> = None;
-    let mut any = false;
-    let mut too_many = false;
     let mut next = 0usize;
-    let mut fetcher = crate::scan::Fetcher::new()?;
-    let kind_codes: Option<Vec<u8>> = kinds.map(|ks| ks.iter().map(|k| kind_code(k)).collect());
-    let has_packs = crate::scan::for_each_pack(user, model, |bytes| {
-        let Some(pack) = core_pack::Pack::parse(bytes) else {
-            // A pack of another format: its memories stay uncovered and are read exactly.
-            return Ok(true);
-        };
-        if !any {
-            any = true;
-            // Memory per call grows with the user's memories (32 bytes each): above
-            // packed_limit, the row-by-row path (or the approximate one) takes over.
-            if !crate::scan::active_entries(user, model, gucs::packed_limit(), &mut entries)? {
-                too_many = true;
-                return Ok(false);
-            }
-            covered = vec![false; entries.len()];
-            stale = Some(crate::scan::stale_ids(user, model)?);
-        }
-        if vector && pack.dims() != q.len() {
-            return Err(crate::api::recall::dimension_mismatch(q.len(), model, pack.dims()));
-        }
-        let stale = stale.as_deref().unwrap_or(&[]);
-        let counts_words = keyword.as_ref().is_some_and(|k| pack.keywords() == Some(k.scan.options()));
-        for i in 0..pack.len() {
-            let id = pack.id(i);
-            // Packs and entries both come in id order: the match is most often right after the
-            // last one; otherwise search after it (from the start for an id out of order).
-            let from = if next > 0 && entries[next - 1].0 >= id { 0 } else { next };
-            let start = match entries.get(from) {
-                Some(e) if e.0 < id => from + entries[from..].partition_point(|e| e.0 < id),
-                _ => from,
-            };
-            let end = start + entries[start..].iter().take_while(|e| e.0 == id).count();
-            next = end;
-            if start == end || stale.binary_search(&id).is_ok() {
-                continue;
-            }
-            if let Some(kw) = keyword.as_mut() {
-                let facts = if counts_words && end == start + 1 && fetcher.all_visible(&entries[start].1) { pack.facts(i) } else { None };
-                // Not countable from the pack: the row is read, for both channels.
-                let Some(f) = facts else { continue };
-                covered[start] = true;
-                let wanted = kind_codes.as_ref().is_none_or(|ks| ks.contains(&f.kind));
-                if !wanted || (f.archived && !include_archived) || f.ends_at <= now {
-                    // Not a candidate of this call, in either channel.
-                    continue;
-                }
-                kw.scan.add_terms(id, f.len, f.terms());
-                kw.unread.push(entries[start]);
-            }
-            covered[start..end].iter_mut().for_each(|c| *c = true);
-            if !vector {
-                continue;
-            }
-            let e = pack.entry(i);
-            let (lo, hi) = query.bounds(&e);
-            if hi < min_similarity {
-                continue;
-            }
-            let (f_lo, f_hi) = ranker.factor_range(e.importance as f64);
-            let ub = core_pack::product_upper_bound(lo, hi, f_lo, f_hi);
-            // A relative allowance for the product's own rounding.
-            bounded.push((ub + ub.abs() * 1e-9, start as u32, end as u32));
-        }
-        Ok(true)
-    })?;
-    if !has_packs || !any || too_many {
-        // (Nothing was counted: the loop steps aside at its first pack.)
+    let Some(mut packs) = crate::scan::PackCursor::open(user, model, PART_EMBEDDINGS)? else {
+        return Ok(None);
+    };
+    let Some(first) = packs.next_pack() else {
+        return Ok(None);
+    };
+    // Memory per call grows with the user's memories (32 bytes each): above packed_limit, the
+    // row-by-row path (or the approximate one) takes over.
+    if !crate::scan::active_entries(user, model, gucs::packed_limit(), &mut entries)? {
         return Ok(None);
     }
+    let mut covered = vec![false; entries.len()];
+    let stale = crate::scan::stale_ids(user, model)?;
+    let mut fetcher = crate::scan::Fetcher::new()?;
+    let kind_codes: Option<Vec<u8>> = kinds.map(|ks| ks.iter().map(|k| kind_code(k)).collect());
+    // The words packs go with the embedding packs one for one, in the same order.
+    let mut words = match keyword {
+        Some(_) => crate::scan::PackCursor::open(user, model, PART_WORDS)?,
+        None => None,
+    };
+    let mut bytes = Some(first);
+    while let Some(b) = bytes.take() {
+        let pack = core_pack::Pack::parse(b);
+        let facts_of = words.as_mut().and_then(|w| w.next_pack()).and_then(core_pack::Words::parse);
+        // A pack of another format: its memories stay uncovered and are read exactly.
+        if let Some(pack) = pack {
+            if vector && pack.dims() != q.len() {
+                return Err(crate::api::recall::dimension_mismatch(q.len(), model, pack.dims()));
+            }
+            let facts_of = facts_of.filter(|w| keyword.as_ref().is_some_and(|k| w.options() == k.scan.options()));
+            for i in 0..pack.len() {
+                let id = pack.id(i);
+                // Packs and entries both come in id order: the match is most often right after
+                // the last one; otherwise search after it (from the start for an id out of order).
+                let from = if next > 0 && entries[next - 1].0 >= id { 0 } else { next };
+                let start = match entries.get(from) {
+                    Some(e) if e.0 < id => from + entries[from..].partition_point(|e| e.0 < id),
+                    _ => from,
+                };
+                let end = start + entries[start..].iter().take_while(|e| e.0 == id).count();
+                next = end;
+                if start == end || stale.binary_search(&id).is_ok() {
+                    continue;
+                }
+                if let Some(kw) = keyword.as_mut() {
+                    let facts = facts_of
+                        .and_then(|w| w.facts(i))
+                        .filter(|f| f.id == id && end == start + 1 && fetcher.all_visible(&entries[start].1));
+                    // Not countable from the pack: the row is read, for both channels.
+                    let Some(f) = facts else { continue };
+                    covered[start] = true;
+                    let wanted = kind_codes.as_ref().is_none_or(|ks| ks.contains(&f.kind));
+                    if !wanted || (f.archived && !include_archived) || f.ends_at <= now {
+                        // Not a candidate of this call, in either channel.
+                        continue;
+                    }
+                    kw.scan.add_terms(id, f.len, f.terms());
+                    kw.unread.push(entries[start]);
+                }
+                covered[start..end].iter_mut().for_each(|c| *c = true);
+                if !vector {
+                    continue;
+                }
+                let e = pack.entry(i);
+                let (lo, hi) = query.bounds(&e);
+                if hi < min_similarity {
+                    continue;
+                }
+                let (f_lo, f_hi) = ranker.factor_range(e.importance as f64);
+                let ub = core_pack::product_upper_bound(lo, hi, f_lo, f_hi);
+                // A relative allowance for the product's own rounding.
+                bounded.push((ub + ub.abs() * 1e-9, start as u32, end as u32));
+            }
+        }
+        bytes = packs.next_pack();
+    }
+    drop(words);
+    drop(packs);
     let mut scratch = Vec::new();
     let mut read = 0usize;
     // Reads one row: `full` for a memory no pack counted (both channels), else for the vector
@@ -297,47 +306,52 @@ UNION ALL \
 SELECT 1, s.id, NULL, NULL, s.ctid, NULL, NULL, NULL, NULL \
   FROM agent_memory.memory_pack_stale s WHERE s.user_id = $1 AND s.embedding_model = $2 \
 ORDER BY 1, 2";
+/// Each pack goes in as two rows: its embeddings, and the words of the same memories.
 const INSERT_PACKS: &str = "\
-INSERT INTO agent_memory.memory_packs (user_id, embedding_model, pack_no, memories, last_id, payload) \
-SELECT $1, $2, $6 + p.n - 1, p.memories, p.last_id, p.payload \
-  FROM unnest($3::bytea[], $4::integer[], $5::bigint[]) WITH ORDINALITY AS p(payload, memories, last_id, n)";
+INSERT INTO agent_memory.memory_packs (user_id, embedding_model, part, pack_no, memories, last_id, payload) \
+SELECT $1, $2, x.part, $6 + p.n - 1, p.memories, p.last_id, x.payload \
+  FROM unnest($3::bytea[], $7::bytea[], $4::integer[], $5::bigint[]) WITH ORDINALITY AS p(embeddings, words, memories, last_id, n), \
+       LATERAL (VALUES ('embeddings', p.embeddings), ('words', p.words)) AS x(part, payload)";
 /// Packs written per statement while a rebuild reads on.
 const FLUSH_PACKS: usize = 64;
 
 /// Packs made and not yet written, and how many were written before them.
 #[derive(Default)]
 struct PackRows {
-    payloads: Vec<Vec<u8>>,
+    embeddings: Vec<Vec<u8>>,
+    words: Vec<Vec<u8>>,
     counts: Vec<i32>,
     last_ids: Vec<i64>,
     written: i32,
 }
 
 impl PackRows {
-    fn push(&mut self, w: PackWriter, last_id: i64) {
-        if !w.is_empty() {
-            self.counts.push(w.len() as i32);
+    fn push(&mut self, (e, w): (PackWriter, core_pack::WordsWriter), last_id: i64) {
+        if !e.is_empty() {
+            self.counts.push(e.len() as i32);
             self.last_ids.push(last_id);
-            self.payloads.push(w.finish());
+            self.embeddings.push(e.finish());
+            self.words.push(w.finish());
         }
     }
 
     fn pending(&self) -> usize {
-        self.payloads.len()
+        self.embeddings.len()
     }
 
     fn write(&mut self, client: &mut SpiClient<'_>, user: &str, model: &str) -> Result<()> {
-        if self.payloads.is_empty() {
+        if self.embeddings.is_empty() {
             return Ok(());
         }
-        let n = self.payloads.len() as i32;
+        let n = self.embeddings.len() as i32;
         let args = [
             user.into(),
             model.into(),
-            std::mem::take(&mut self.payloads).into(),
+            std::mem::take(&mut self.embeddings).into(),
             std::mem::take(&mut self.counts).into(),
             std::mem::take(&mut self.last_ids).into(),
             self.written.into(),
+            std::mem::take(&mut self.words).into(),
         ];
         client.update(INSERT_PACKS, None, &args).map_err(spi("writing the packs"))?;
         self.written += n;
@@ -370,10 +384,11 @@ pub fn build(client: &mut SpiClient<'_>, user: &str, model: &str) -> Result<i64>
     let budget = payload_budget(user, model);
     let mut out = PackRows::default();
     let mut marks: Vec<pg_sys::ItemPointerData> = Vec::new();
-    let mut writer: Option<PackWriter> = None;
+    let mut writer: Option<(PackWriter, core_pack::WordsWriter)> = None;
     let tokenizer = gucs::tokenizer();
-    // Whether one memory fits a pack at all (known from the first row: one model, one dimension).
-    let mut fits_one: Option<bool> = None;
+    // Memories per pack: as many as fit a page, and whose facts fit the words row (known from
+    // the first row: one model, one dimension).
+    let mut capacity = 0usize;
     let mut packed = 0i64;
     let mut too_wide = false;
     let mut scratch = Vec::new();
@@ -402,11 +417,14 @@ pub fn build(client: &mut SpiClient<'_>, user: &str, model: &str) -> Result<i64>
                 if too_wide {
                     continue;
                 }
-                if !*fits_one.get_or_insert_with(|| PackWriter::new(emb.dims(), budget, Some(tokenizer)).fits(0)) {
-                    // Embeddings too wide for a page: no packs for this model (the stale marks
-                    // are still read, and cleared).
-                    too_wide = true;
-                    continue;
+                if capacity == 0 {
+                    capacity = core_pack::capacity(emb.dims(), budget).min(core_pack::words_capacity(budget));
+                    if capacity == 0 {
+                        // Embeddings too wide for a page: no packs for this model (the stale
+                        // marks are still read, and cleared).
+                        too_wide = true;
+                        continue;
+                    }
                 }
                 let content: String = table.get(6).map_err(spi("reading content"))?.unwrap_or_default();
                 let kind: String = table.get(7).map_err(spi("reading kind"))?.unwrap_or_default();
@@ -421,13 +439,19 @@ pub fn build(client: &mut SpiClient<'_>, user: &str, model: &str) -> Result<i64>
                     ends_at: ends_at.map_or(i64::MAX, |t| t.into_inner()),
                 };
                 let q = emb.with_f32(&mut scratch, core_pack::quantize);
-                // A full pack goes out; a memory whose terms alone overflow an empty pack goes in
-                // without them (its row is read when its words are counted).
-                if writer.as_ref().is_some_and(|w| !w.fits(terms.len())) {
+                // A pack is full at `capacity` memories, or when the words row has no room left
+                // for this memory's terms (unless no words row could hold them: then the memory
+                // goes in without them, and its row is read when words are counted).
+                if writer.as_ref().is_some_and(|(e, w)| e.len() >= capacity || (!w.fits(terms.len()) && w.fits_empty(terms.len()))) {
                     out.push(writer.take().expect("a writer"), last_id);
                 }
-                let w = writer.get_or_insert_with(|| PackWriter::new(q.codes.len(), budget, Some(tokenizer)));
-                w.push(id, importance, &q, Some(&facts));
+                let (e, w) = writer.get_or_insert_with(|| {
+                    (PackWriter::new(q.codes.len(), capacity), core_pack::WordsWriter::new(tokenizer, budget, capacity))
+                });
+                e.push(id, importance, &q);
+                // Terms that do not fit the words row are left out: the row is read when words are
+                // counted.
+                w.push(id, Some(&facts));
                 last_id = id;
                 packed += 1;
             }
@@ -437,8 +461,8 @@ pub fn build(client: &mut SpiClient<'_>, user: &str, model: &str) -> Result<i64>
             }
         }
     }
-    if let Some(w) = writer.take() {
-        out.push(w, last_id);
+    if let Some(pair) = writer.take() {
+        out.push(pair, last_id);
     }
     out.write(client, user, model)?;
     if packed > 0 {

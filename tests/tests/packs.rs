@@ -208,7 +208,7 @@ fn the_worker_packs_a_large_user_by_itself() {
     let mut packed = 0i64;
     for _ in 0..300 {
         packed = c
-            .query_one("SELECT coalesce(sum(memories), 0)::bigint FROM agent_memory.memory_packs WHERE user_id = 'worker-packed'", &[])
+            .query_one("SELECT coalesce(sum(memories), 0)::bigint FROM agent_memory.memory_packs WHERE user_id = 'worker-packed' AND part = 'embeddings'", &[])
             .unwrap()
             .get(0);
         if packed == 80 {

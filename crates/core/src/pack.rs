@@ -14,36 +14,31 @@
 //! which memories it must read exactly: a memory whose bound is below the score of the last
 //! result kept cannot enter the result. Results are therefore exact, whatever the data.
 //!
-//! A pack is a byte string, little-endian: a 16-byte header (format, flags, dimensions, count,
-//! number of terms), then `count` entries in ascending id, each `id i64, importance f32,
-//! scale f32, norm f32, error f32, codes [i8; dims]`. With the keyword flag, the entries are
-//! followed by each memory's keyword facts (`len u32, first term u32, terms u16, kind u8,
-//! flags u8, ends_at i64`: what the keyword channel of recall counts and filters by) and then
-//! the terms, `token u64, count u16` each (see [`crate::keyword::doc_terms`]), so that hybrid
-//! recall can count a memory's words without reading its row.
-
-use crate::text::TokenizerOptions;
+//! A pack is a byte string: a 12-byte header (format, dimensions, count) and `count` entries in
+//! ascending id, each `id i64, importance f32, scale f32, norm f32, error f32, codes [i8; dims]`,
+//! little-endian.
+//!
+//! Beside each pack, a words pack ([`WordsWriter`], [`Words`]) holds the keyword facts of the
+//! same memories in the same order: what the keyword channel of recall counts and filters by
+//! (length, distinct terms with their counts, kind, archiving, end of validity), so that hybrid
+//! recall can count a memory's words without reading its row. A 12-byte header (format, flags:
+//! the tokenizer options, count, number of terms), then `count` facts (`id i64, len u32,
+//! first term u32, terms u16, kind u8, flags u8, ends_at i64`), then the terms (`token u64,
+//! count u16` each; see [`crate::keyword::doc_terms`]). Vector-only recall never reads them.
 
 /// The format byte of packs this code writes.
-pub const FORMAT: u8 = 2;
-const HEADER: usize = 16;
-const ENTRY_FIXED: usize = 24;
-const KEYWORD_FIXED: usize = 20;
-const TERM: usize = 10;
-/// The `len` of a memory whose terms are not in the pack (too many for a page).
-const NO_TERMS: u32 = u32::MAX;
+use crate::text::TokenizerOptions;
 
-const FLAG_KEYWORDS: u8 = 1;
-const FLAG_STOP_WORDS: u8 = 2;
-const FLAG_STEM: u8 = 4;
+pub const FORMAT: u8 = 1;
+const HEADER: usize = 12;
+const ENTRY_FIXED: usize = 24;
 
 /// Bytes of one entry for `dims` dimensions.
 pub fn entry_size(dims: usize) -> usize {
     ENTRY_FIXED + dims
 }
 
-/// How many entries without keyword facts fit in a pack of at most `max_bytes` (0 when not
-/// even one does).
+/// How many entries fit in a pack of at most `max_bytes` (0 when not even one does).
 pub fn capacity(dims: usize, max_bytes: usize) -> usize {
     max_bytes.saturating_sub(HEADER) / entry_size(dims)
 }
@@ -85,95 +80,31 @@ fn up(v: f64) -> f32 {
     }
 }
 
-/// What the keyword channel needs of a memory besides its embedding: its length in tokens, its
-/// distinct tokens with their counts (sorted), and the columns recall filters by.
-#[derive(Clone, Copy, Debug)]
-pub struct KeywordFacts<'a> {
-    pub len: u32,
-    pub terms: &'a [(u64, u16)],
-    /// The caller's code of the memory's kind.
-    pub kind: u8,
-    pub archived: bool,
-    /// When it stops being recalled (`expires_at` or `valid_until`, whichever comes first), in
-    /// the caller's unit; `i64::MAX` for never.
-    pub ends_at: i64,
-}
-
-/// Builds one pack, up to a size in bytes.
+/// Builds one pack.
 pub struct PackWriter {
     dims: usize,
-    max_bytes: usize,
-    keywords: Option<TokenizerOptions>,
     count: u32,
-    entries: Vec<u8>,
-    facts: Vec<u8>,
-    terms: Vec<u8>,
+    buf: Vec<u8>,
 }
 
 impl PackWriter {
-    /// A pack of at most `max_bytes`, with the keyword facts of its memories when `keywords`
-    /// gives the tokenizer options their terms were made with.
-    pub fn new(dims: usize, max_bytes: usize, keywords: Option<TokenizerOptions>) -> Self {
-        PackWriter {
-            dims,
-            max_bytes,
-            keywords,
-            count: 0,
-            entries: Vec::with_capacity(max_bytes.min(1 << 16)),
-            facts: Vec::new(),
-            terms: Vec::new(),
-        }
+    pub fn new(dims: usize, capacity: usize) -> Self {
+        let mut buf = Vec::with_capacity(HEADER + capacity * entry_size(dims));
+        buf.extend_from_slice(&[FORMAT, 0, 0, 0]);
+        buf.extend_from_slice(&(dims as u32).to_le_bytes());
+        buf.extend_from_slice(&0u32.to_le_bytes());
+        PackWriter { dims, count: 0, buf }
     }
 
-    fn size(&self) -> usize {
-        HEADER + self.entries.len() + self.facts.len() + self.terms.len()
-    }
-
-    fn cost(&self, terms: usize) -> usize {
-        entry_size(self.dims) + if self.keywords.is_some() { KEYWORD_FIXED + terms * TERM } else { 0 }
-    }
-
-    /// Whether one more memory with `terms` distinct terms fits (pass 0 for a memory whose terms
-    /// are left out).
-    pub fn fits(&self, terms: usize) -> bool {
-        self.size() + self.cost(terms) <= self.max_bytes
-    }
-
-    /// Appends a memory; ids must come in ascending order. Its keyword facts are kept when the
-    /// pack has them and they fit; otherwise the memory is marked as having none (its row is
-    /// read by a call that needs them).
-    pub fn push(&mut self, id: i64, importance: f32, q: &Quantized, facts: Option<&KeywordFacts<'_>>) {
+    /// Appends a memory; ids must come in ascending order.
+    pub fn push(&mut self, id: i64, importance: f32, q: &Quantized) {
         debug_assert_eq!(q.codes.len(), self.dims);
-        self.entries.extend_from_slice(&id.to_le_bytes());
-        self.entries.extend_from_slice(&importance.to_le_bytes());
-        self.entries.extend_from_slice(&q.scale.to_le_bytes());
-        self.entries.extend_from_slice(&q.norm.to_le_bytes());
-        self.entries.extend_from_slice(&q.error.to_le_bytes());
-        self.entries.extend(q.codes.iter().map(|&c| c as u8));
-        if self.keywords.is_some() {
-            let room = self.max_bytes.saturating_sub(self.size() + KEYWORD_FIXED);
-            let kept = facts.filter(|f| f.terms.len() <= u16::MAX as usize && f.terms.len() * TERM <= room && f.len != NO_TERMS);
-            let first = (self.terms.len() / TERM) as u32;
-            match kept {
-                Some(f) => {
-                    self.facts.extend_from_slice(&f.len.to_le_bytes());
-                    self.facts.extend_from_slice(&first.to_le_bytes());
-                    self.facts.extend_from_slice(&(f.terms.len() as u16).to_le_bytes());
-                    self.facts.push(f.kind);
-                    self.facts.push(f.archived as u8);
-                    self.facts.extend_from_slice(&f.ends_at.to_le_bytes());
-                    for (t, c) in f.terms {
-                        self.terms.extend_from_slice(&t.to_le_bytes());
-                        self.terms.extend_from_slice(&c.to_le_bytes());
-                    }
-                }
-                None => {
-                    self.facts.extend_from_slice(&NO_TERMS.to_le_bytes());
-                    self.facts.extend_from_slice(&first.to_le_bytes());
-                    self.facts.extend_from_slice(&[0u8; KEYWORD_FIXED - 8]);
-                }
-            }
-        }
+        self.buf.extend_from_slice(&id.to_le_bytes());
+        self.buf.extend_from_slice(&importance.to_le_bytes());
+        self.buf.extend_from_slice(&q.scale.to_le_bytes());
+        self.buf.extend_from_slice(&q.norm.to_le_bytes());
+        self.buf.extend_from_slice(&q.error.to_le_bytes());
+        self.buf.extend(q.codes.iter().map(|&c| c as u8));
         self.count += 1;
     }
 
@@ -185,20 +116,9 @@ impl PackWriter {
         self.count == 0
     }
 
-    pub fn finish(self) -> Vec<u8> {
-        let mut buf = Vec::with_capacity(self.size());
-        let flags = match self.keywords {
-            None => 0,
-            Some(o) => FLAG_KEYWORDS | if o.stop_words { FLAG_STOP_WORDS } else { 0 } | if o.stem { FLAG_STEM } else { 0 },
-        };
-        buf.extend_from_slice(&[FORMAT, flags, 0, 0]);
-        buf.extend_from_slice(&(self.dims as u32).to_le_bytes());
-        buf.extend_from_slice(&self.count.to_le_bytes());
-        buf.extend_from_slice(&((self.terms.len() / TERM) as u32).to_le_bytes());
-        buf.extend_from_slice(&self.entries);
-        buf.extend_from_slice(&self.facts);
-        buf.extend_from_slice(&self.terms);
-        buf
+    pub fn finish(mut self) -> Vec<u8> {
+        self.buf[8..12].copy_from_slice(&self.count.to_le_bytes());
+        self.buf
     }
 }
 
@@ -208,9 +128,6 @@ pub struct Pack<'a> {
     dims: usize,
     count: usize,
     entries: &'a [u8],
-    keywords: Option<TokenizerOptions>,
-    facts: &'a [u8],
-    terms: &'a [u8],
 }
 
 /// One entry of a pack.
@@ -225,29 +142,8 @@ pub struct Entry<'a> {
     pub codes: &'a [u8],
 }
 
-/// The keyword facts of one packed memory, read in place.
-#[derive(Clone, Copy, Debug)]
-pub struct PackedFacts<'a> {
-    pub len: u32,
-    pub kind: u8,
-    pub archived: bool,
-    pub ends_at: i64,
-    terms: &'a [u8],
-}
-
-impl<'a> PackedFacts<'a> {
-    /// The memory's distinct terms and their counts, in ascending term order.
-    pub fn terms(&self) -> impl Iterator<Item = (u64, u16)> + 'a {
-        self.terms.chunks_exact(TERM).map(|t| (u64::from_le_bytes(t[0..8].try_into().expect("8 bytes")), u16::from_le_bytes([t[8], t[9]])))
-    }
-}
-
 fn f32_at(b: &[u8], at: usize) -> f32 {
     f32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
-}
-
-fn u32_at(b: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
 }
 
 impl<'a> Pack<'a> {
@@ -256,27 +152,13 @@ impl<'a> Pack<'a> {
         if bytes.len() < HEADER || bytes[0] != FORMAT {
             return None;
         }
-        let flags = bytes[1];
-        let dims = u32_at(bytes, 4) as usize;
-        let count = u32_at(bytes, 8) as usize;
-        let terms = u32_at(bytes, 12) as usize;
-        if dims == 0 {
+        let dims = u32::from_le_bytes(bytes[4..8].try_into().ok()?) as usize;
+        let count = u32::from_le_bytes(bytes[8..12].try_into().ok()?) as usize;
+        let entries = &bytes[HEADER..];
+        if dims == 0 || entries.len() != count.checked_mul(entry_size(dims))? {
             return None;
         }
-        let entries_len = count.checked_mul(entry_size(dims))?;
-        let (keywords, facts_len, terms_len) = if flags & FLAG_KEYWORDS != 0 {
-            let opts = TokenizerOptions { stop_words: flags & FLAG_STOP_WORDS != 0, stem: flags & FLAG_STEM != 0 };
-            (Some(opts), count.checked_mul(KEYWORD_FIXED)?, terms.checked_mul(TERM)?)
-        } else {
-            (None, 0, 0)
-        };
-        let body = &bytes[HEADER..];
-        if body.len() != entries_len.checked_add(facts_len)?.checked_add(terms_len)? {
-            return None;
-        }
-        let (entries, rest) = body.split_at(entries_len);
-        let (facts, terms) = rest.split_at(facts_len);
-        Some(Pack { dims, count, entries, keywords, facts, terms })
+        Some(Pack { dims, count, entries })
     }
 
     pub fn dims(&self) -> usize {
@@ -289,11 +171,6 @@ impl<'a> Pack<'a> {
 
     pub fn is_empty(&self) -> bool {
         self.count == 0
-    }
-
-    /// The tokenizer options of the pack's keyword facts, when it has them.
-    pub fn keywords(&self) -> Option<TokenizerOptions> {
-        self.keywords
     }
 
     /// The id of entry `i`, without reading the rest.
@@ -315,24 +192,203 @@ impl<'a> Pack<'a> {
             codes,
         }
     }
+}
 
-    /// The keyword facts of entry `i`: `None` when the pack has none, or not for this memory.
+/// The format byte of words packs this code writes.
+pub const WORDS_FORMAT: u8 = 1;
+const WORDS_HEADER: usize = 12;
+const FACTS: usize = 28;
+const TERM: usize = 10;
+/// The `len` of a memory whose terms are not in the words pack (they did not fit).
+const NO_TERMS: u32 = u32::MAX;
+const FLAG_STOP_WORDS: u8 = 1;
+const FLAG_STEM: u8 = 2;
+
+/// How many memories' facts (without terms) fit in a words pack of at most `max_bytes`.
+pub fn words_capacity(max_bytes: usize) -> usize {
+    max_bytes.saturating_sub(WORDS_HEADER) / FACTS
+}
+
+/// What the keyword channel needs of a memory besides its embedding: its length in tokens, its
+/// distinct tokens with their counts (sorted), and the columns recall filters by.
+#[derive(Clone, Copy, Debug)]
+pub struct KeywordFacts<'a> {
+    pub len: u32,
+    pub terms: &'a [(u64, u16)],
+    /// The caller's code of the memory's kind.
+    pub kind: u8,
+    pub archived: bool,
+    /// When it stops being recalled (`expires_at` or `valid_until`, whichever comes first), in
+    /// the caller's unit; `i64::MAX` for never.
+    pub ends_at: i64,
+}
+
+/// Builds one words pack of up to `capacity` memories, up to a size in bytes: the room for
+/// every memory's fixed facts is kept, and terms fill what is left, first come first served.
+pub struct WordsWriter {
+    opts: TokenizerOptions,
+    max_bytes: usize,
+    capacity: usize,
+    count: u32,
+    facts: Vec<u8>,
+    terms: Vec<u8>,
+}
+
+impl WordsWriter {
+    /// A words pack for at most `capacity` memories (at most [`words_capacity`] of `max_bytes`).
+    pub fn new(opts: TokenizerOptions, max_bytes: usize, capacity: usize) -> Self {
+        WordsWriter { opts, max_bytes, capacity, count: 0, facts: Vec::new(), terms: Vec::new() }
+    }
+
+    fn size(&self) -> usize {
+        WORDS_HEADER + self.facts.len() + self.terms.len()
+    }
+
+    /// The bytes left for terms, with the fixed facts of every memory still to come kept aside.
+    fn room(&self) -> usize {
+        let reserved = WORDS_HEADER + self.capacity.max(self.count as usize + 1) * FACTS;
+        self.max_bytes.saturating_sub(reserved + self.terms.len())
+    }
+
+    /// Whether the next memory's `terms` distinct terms would be kept.
+    pub fn fits(&self, terms: usize) -> bool {
+        terms * TERM <= self.room()
+    }
+
+    /// Whether `terms` distinct terms would be kept by an empty pack of the same size: when they
+    /// would not be kept here but would there, the caller starts a new pack.
+    pub fn fits_empty(&self, terms: usize) -> bool {
+        terms * TERM + WORDS_HEADER + self.capacity * FACTS <= self.max_bytes
+    }
+
+    /// Appends a memory (ids ascending, as in its pack). Its terms are kept when they fit;
+    /// otherwise, or without `facts`, the memory is marked as having none (a call that counts
+    /// words reads its row).
+    pub fn push(&mut self, id: i64, facts: Option<&KeywordFacts<'_>>) {
+        let room = self.room();
+        let kept = facts.filter(|f| f.terms.len() <= u16::MAX as usize && f.terms.len() * TERM <= room && f.len != NO_TERMS);
+        let first = (self.terms.len() / TERM) as u32;
+        self.facts.extend_from_slice(&id.to_le_bytes());
+        match kept {
+            Some(f) => {
+                self.facts.extend_from_slice(&f.len.to_le_bytes());
+                self.facts.extend_from_slice(&first.to_le_bytes());
+                self.facts.extend_from_slice(&(f.terms.len() as u16).to_le_bytes());
+                self.facts.push(f.kind);
+                self.facts.push(f.archived as u8);
+                self.facts.extend_from_slice(&f.ends_at.to_le_bytes());
+                for (t, c) in f.terms {
+                    self.terms.extend_from_slice(&t.to_le_bytes());
+                    self.terms.extend_from_slice(&c.to_le_bytes());
+                }
+            }
+            None => {
+                self.facts.extend_from_slice(&NO_TERMS.to_le_bytes());
+                self.facts.extend_from_slice(&first.to_le_bytes());
+                self.facts.extend_from_slice(&[0u8; FACTS - 16]);
+            }
+        }
+        self.count += 1;
+    }
+
+    pub fn len(&self) -> usize {
+        self.count as usize
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    pub fn finish(self) -> Vec<u8> {
+        let mut buf = Vec::with_capacity(self.size());
+        let flags = if self.opts.stop_words { FLAG_STOP_WORDS } else { 0 } | if self.opts.stem { FLAG_STEM } else { 0 };
+        buf.extend_from_slice(&[WORDS_FORMAT, flags, 0, 0]);
+        buf.extend_from_slice(&self.count.to_le_bytes());
+        buf.extend_from_slice(&((self.terms.len() / TERM) as u32).to_le_bytes());
+        buf.extend_from_slice(&self.facts);
+        buf.extend_from_slice(&self.terms);
+        buf
+    }
+}
+
+/// A words pack read in place.
+#[derive(Clone, Copy, Debug)]
+pub struct Words<'a> {
+    opts: TokenizerOptions,
+    count: usize,
+    facts: &'a [u8],
+    terms: &'a [u8],
+}
+
+/// The keyword facts of one packed memory, read in place.
+#[derive(Clone, Copy, Debug)]
+pub struct PackedFacts<'a> {
+    pub id: i64,
+    pub len: u32,
+    pub kind: u8,
+    pub archived: bool,
+    pub ends_at: i64,
+    terms: &'a [u8],
+}
+
+impl<'a> PackedFacts<'a> {
+    /// The memory's distinct terms and their counts, in ascending term order.
+    pub fn terms(&self) -> impl Iterator<Item = (u64, u16)> + 'a {
+        self.terms.chunks_exact(TERM).map(|t| (u64::from_le_bytes(t[0..8].try_into().expect("8 bytes")), u16::from_le_bytes([t[8], t[9]])))
+    }
+}
+
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+
+impl<'a> Words<'a> {
+    /// Reads a words pack; `None` when the bytes are not one of this format.
+    pub fn parse(bytes: &'a [u8]) -> Option<Words<'a>> {
+        if bytes.len() < WORDS_HEADER || bytes[0] != WORDS_FORMAT {
+            return None;
+        }
+        let opts = TokenizerOptions { stop_words: bytes[1] & FLAG_STOP_WORDS != 0, stem: bytes[1] & FLAG_STEM != 0 };
+        let count = u32_at(bytes, 4) as usize;
+        let terms = u32_at(bytes, 8) as usize;
+        let facts_len = count.checked_mul(FACTS)?;
+        let body = &bytes[WORDS_HEADER..];
+        if body.len() != facts_len.checked_add(terms.checked_mul(TERM)?)? {
+            return None;
+        }
+        let (facts, terms) = body.split_at(facts_len);
+        Some(Words { opts, count, facts, terms })
+    }
+
+    /// The tokenizer options the terms were made with.
+    pub fn options(&self) -> TokenizerOptions {
+        self.opts
+    }
+
+    pub fn len(&self) -> usize {
+        self.count
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// The facts of memory `i`: `None` when its terms are not in the pack.
     pub fn facts(&self, i: usize) -> Option<PackedFacts<'a>> {
-        self.keywords?;
-        let f = &self.facts[i * KEYWORD_FIXED..(i + 1) * KEYWORD_FIXED];
-        let len = u32_at(f, 0);
+        let f = self.facts.get(i * FACTS..(i + 1) * FACTS)?;
+        let len = u32_at(f, 8);
         if len == NO_TERMS {
             return None;
         }
-        let first = u32_at(f, 4) as usize;
-        let n = u16::from_le_bytes([f[8], f[9]]) as usize;
-        let terms = self.terms.get(first * TERM..(first + n) * TERM)?;
+        let first = u32_at(f, 12) as usize;
+        let n = u16::from_le_bytes([f[16], f[17]]) as usize;
         Some(PackedFacts {
+            id: i64::from_le_bytes(f[0..8].try_into().expect("8 bytes")),
             len,
-            kind: f[10],
-            archived: f[11] & 1 != 0,
-            ends_at: i64::from_le_bytes(f[12..20].try_into().expect("8 bytes")),
-            terms,
+            kind: f[18],
+            archived: f[19] & 1 != 0,
+            ends_at: i64::from_le_bytes(f[20..28].try_into().expect("8 bytes")),
+            terms: self.terms.get(first * TERM..(first + n) * TERM)?,
         })
     }
 }
@@ -483,8 +539,8 @@ mod tests {
                 let x = vecmath::normalized(&x);
                 let exact = vecmath::cosine_with_unit(&q, &x);
                 let qz = quantize(&x);
-                let mut w = PackWriter::new(d, 1 << 20, None);
-                w.push(i, 0.5, &qz, None);
+                let mut w = PackWriter::new(d, 1);
+                w.push(i, 0.5, &qz);
                 let bytes = w.finish();
                 let p = Pack::parse(&bytes).unwrap();
                 let (lo, hi) = query.bounds(&p.entry(0));
@@ -503,8 +559,8 @@ mod tests {
         let x = vecmath::normalized(&r.v(d));
         let (lo, hi) = query.bounds(
             &Pack::parse(&{
-                let mut w = PackWriter::new(d, 1 << 20, None);
-                w.push(1, 0.5, &quantize(&x), None);
+                let mut w = PackWriter::new(d, 1);
+                w.push(1, 0.5, &quantize(&x));
                 w.finish()
             })
             .unwrap()
@@ -517,10 +573,9 @@ mod tests {
     fn a_pack_round_trips_and_rejects_other_bytes() {
         let mut r = Lcg(3);
         let d = 8;
-        let mut w = PackWriter::new(d, 1000, None);
+        let mut w = PackWriter::new(d, capacity(d, 1000));
         for id in [3i64, 9, 12] {
-            assert!(w.fits(0));
-            w.push(id, id as f32 / 20.0, &quantize(&r.v(d)), None);
+            w.push(id, id as f32 / 20.0, &quantize(&r.v(d)));
         }
         assert_eq!(w.len(), 3);
         let b = w.finish();
@@ -528,25 +583,21 @@ mod tests {
         assert_eq!((p.len(), p.dims()), (3, 8));
         assert_eq!((0..3).map(|i| p.id(i)).collect::<Vec<_>>(), vec![3, 9, 12]);
         assert_eq!(p.entry(1).importance, 9.0 / 20.0);
-        assert!(p.keywords().is_none() && p.facts(0).is_none());
         assert!(Pack::parse(&b[..b.len() - 1]).is_none());
         let mut other = b.clone();
         other[0] = 99;
         assert!(Pack::parse(&other).is_none());
-        other[0] = 1;
-        assert!(Pack::parse(&other).is_none(), "the previous format is not read as this one");
         assert!(Pack::parse(&[]).is_none());
-        assert_eq!(capacity(512, 7800), (7800 - 16) / 536);
+        assert_eq!(capacity(512, 7800), (7800 - 12) / 536);
         assert_eq!(capacity(16000, 7800), 0);
     }
 
     #[test]
-    fn keyword_facts_round_trip_and_stay_within_the_budget() {
-        let mut r = Lcg(5);
-        let d = 16;
+    fn words_round_trip_and_stay_within_the_budget() {
         let opts = TokenizerOptions { stop_words: false, stem: true };
         let budget = 600;
-        let mut w = PackWriter::new(d, budget, Some(opts));
+        let capacity = 12;
+        let mut w = WordsWriter::new(opts, budget, capacity);
         let texts: Vec<Vec<(u64, u16)>> = (0..40u64).map(|i| (0..(i % 7)).map(|j| (i * 100 + j, (j + 1) as u16)).collect()).collect();
         let mut pushed = Vec::new();
         for (i, t) in texts.iter().enumerate() {
@@ -554,26 +605,52 @@ mod tests {
                 break;
             }
             let f = KeywordFacts { len: 3 * i as u32, terms: t, kind: (i % 3) as u8, archived: i % 2 == 1, ends_at: i as i64 - 5 };
-            w.push(i as i64, 0.5, &quantize(&r.v(d)), Some(&f));
+            w.push(10 + i as i64, Some(&f));
             pushed.push(i);
         }
-        // One that does not fit whole still goes in, without its terms.
+        // One whose terms do not fit still goes in, without them.
         let long: Vec<(u64, u16)> = (0..1000).map(|j| (j, 1)).collect();
-        let id = pushed.len() as i64;
-        assert!(w.fits(0) && !w.fits(long.len()));
-        w.push(id, 0.5, &quantize(&r.v(d)), Some(&KeywordFacts { len: 1000, terms: &long, kind: 0, archived: false, ends_at: i64::MAX }));
+        assert!(!w.fits(long.len()));
+        w.push(99, Some(&KeywordFacts { len: 1000, terms: &long, kind: 0, archived: false, ends_at: i64::MAX }));
+        assert_eq!(w.len(), pushed.len() + 1);
+        // The rest of the pack's memories still fit, whatever their terms.
+        while w.len() < capacity {
+            w.push(100 + w.len() as i64, Some(&KeywordFacts { len: 1000, terms: &long[..20], kind: 0, archived: false, ends_at: 0 }));
+        }
         let b = w.finish();
         assert!(b.len() <= budget, "{} bytes", b.len());
-        let p = Pack::parse(&b).unwrap();
-        assert_eq!(p.keywords(), Some(opts));
-        assert_eq!(p.len(), pushed.len() + 1);
+        let p = Words::parse(&b).unwrap();
+        assert_eq!((p.options(), p.len()), (opts, capacity));
         for &i in &pushed {
             let f = p.facts(i).unwrap();
-            assert_eq!((f.len, f.kind, f.archived, f.ends_at), (3 * i as u32, (i % 3) as u8, i % 2 == 1, i as i64 - 5));
+            assert_eq!(
+                (f.id, f.len, f.kind, f.archived, f.ends_at),
+                (10 + i as i64, 3 * i as u32, (i % 3) as u8, i % 2 == 1, i as i64 - 5)
+            );
             assert_eq!(f.terms().collect::<Vec<_>>(), texts[i]);
         }
         assert!(p.facts(pushed.len()).is_none(), "a memory without its terms");
-        assert!(Pack::parse(&b[..b.len() - 1]).is_none());
+        assert!(p.facts(capacity).is_none(), "past the end");
+        assert!(Words::parse(&b[..b.len() - 1]).is_none());
+        assert!(Words::parse(&[]).is_none());
+        assert_eq!(words_capacity(7800), (7800 - 12) / 28);
+    }
+
+    #[test]
+    fn a_full_pack_of_words_stays_within_its_bytes() {
+        for (budget, terms) in [(8036usize, 3usize), (8036, 40), (600, 2), (2000, 500)] {
+            let capacity = words_capacity(budget).min(143);
+            let mut w = WordsWriter::new(TokenizerOptions::default(), budget, capacity);
+            let t: Vec<(u64, u16)> = (0..terms as u64).map(|j| (j, 1)).collect();
+            for i in 0..capacity {
+                w.push(i as i64, Some(&KeywordFacts { len: 3, terms: &t, kind: 0, archived: false, ends_at: 0 }));
+            }
+            let b = w.finish();
+            assert!(b.len() <= budget, "{} bytes of {budget} ({terms} terms each)", b.len());
+            let p = Words::parse(&b).unwrap();
+            assert_eq!(p.len(), capacity);
+            assert!(p.facts(0).is_some() == (terms * TERM + capacity * FACTS + WORDS_HEADER <= budget));
+        }
     }
 
     #[test]
@@ -595,8 +672,8 @@ mod tests {
         let q = Query::new(&[1.0, 0.0]);
         let z = quantize(&[0.0, 0.0]);
         let b = {
-            let mut w = PackWriter::new(2, 1000, None);
-            w.push(1, 0.0, &z, None);
+            let mut w = PackWriter::new(2, 1);
+            w.push(1, 0.0, &z);
             w.finish()
         };
         assert_eq!(q.bounds(&Pack::parse(&b).unwrap().entry(0)), (-1.0, 1.0));
