@@ -455,7 +455,7 @@ fn main() {
                     "WITH w AS (INSERT INTO agent_memory.memories (user_id, kind, content, emb, embedding_model, importance) \
                        SELECT m.user_id, m.kind, m.content || ' (again)', m.emb, m.embedding_model, m.importance \
                          FROM agent_memory.memories m \
-                        WHERE m.user_id = ANY ($1) AND m.embedding_model = $2 AND m.active AND m.id % 20 = 0 RETURNING 1) \
+                        WHERE m.user_id = ANY ($1) AND m.embedding_model = $2 AND m.active AND hashint8(m.id) % 20 = 0 RETURNING 1) \
                      SELECT count(*) FROM w",
                     &[&users, &set.model],
                 )
