@@ -111,6 +111,8 @@ fn load(c: &mut Client, convs: &[Conversation], aged: bool) -> HashMap<(String, 
     // The packed embeddings the background worker builds for every user of this size: recall is
     // measured through them (its results are the same without them).
     c.batch_execute("SELECT agent_memory.memory_pack(u) FROM (SELECT DISTINCT user_id AS u FROM agent_memory.memories) s").unwrap();
+    // As autovacuum leaves the table: hybrid and keyword recall count words from the packs too.
+    c.batch_execute("VACUUM ANALYZE agent_memory.memories").unwrap();
     c.query("SELECT user_id, source, id FROM agent_memory.memories", &[])
         .unwrap()
         .iter()
@@ -364,8 +366,8 @@ fn main() {
              annotated with the turns that answer them, from the LoCoMo benchmark (Maharana et al., ACL 2024, licensed \
              CC BY-NC 4.0), with all-MiniLM-L6-v2 embeddings of every turn and question, as shipped in `shared/eval/`. \
              Each conversation is one user; every turn is an episodic memory dated at its session's time, shifted so \
-             that \"now\" is one day after the last turn; questions are asked with `touch => false`, through the users' packed embeddings (`memory_pack`, \
-             as the background worker builds them). Nine questions have \
+             that \"now\" is one day after the last turn; questions are asked with `touch => false`, through the users' packs (embeddings and words, `memory_pack`, \
+             as the background worker builds them, on a vacuumed table). Nine questions have \
              malformed evidence ids and count as misses for every ranking.\n\n\
              **The baseline** is exact cosine similarity computed by the client: what a bare pgvector table returns.\n\n\
              **Reproduce:** `bench/run.sh quality` (it starts its own server; `AGENT_MEMORY_EVAL` may name another folder \
