@@ -8,12 +8,30 @@
 
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA agent_memory FROM PUBLIC;
 
--- The delete trigger that keeps packs honest (see memories_mark_stale in schema.sql), skipped
--- while forgetting's purge marks its own deletes in one statement. Every role that deletes
--- evaluates the condition.
+-- The delete and update triggers that keep packs honest (see memories_mark_stale in
+-- schema.sql), skipped while forgetting's purge, expiry and eviction mark their own writes in
+-- one statement. Every role that deletes or updates evaluates the condition.
 GRANT EXECUTE ON FUNCTION agent_memory.pack_deletes_marked() TO PUBLIC;
 CREATE TRIGGER memories_pack_stale_delete AFTER DELETE ON agent_memory.memories
     FOR EACH ROW WHEN (NOT agent_memory.pack_deletes_marked())
+    EXECUTE FUNCTION agent_memory.memories_mark_stale();
+-- A packed copy no longer holds when the embedding, model, id or user changes, or the importance
+-- rises (the similarity bound assumes at most the packed importance); nor, for the keyword facts
+-- packed beside it, when the text, kind, archiving or end of validity changes. Skipped while
+-- forgetting's expiry and eviction mark their own batch in the same statement.
+CREATE TRIGGER memories_pack_stale_update AFTER UPDATE ON agent_memory.memories
+    FOR EACH ROW
+    WHEN ((NEW.emb IS DISTINCT FROM OLD.emb
+           OR NEW.importance > OLD.importance
+           OR NEW.embedding_model IS DISTINCT FROM OLD.embedding_model
+           OR NEW.id IS DISTINCT FROM OLD.id
+           OR NEW.user_id IS DISTINCT FROM OLD.user_id
+           OR NEW.content IS DISTINCT FROM OLD.content
+           OR NEW.kind IS DISTINCT FROM OLD.kind
+           OR NEW.archived_at IS DISTINCT FROM OLD.archived_at
+           OR NEW.expires_at IS DISTINCT FROM OLD.expires_at
+           OR NEW.valid_until IS DISTINCT FROM OLD.valid_until)
+          AND NOT agent_memory.pack_deletes_marked())
     EXECUTE FUNCTION agent_memory.memories_mark_stale();
 
 -- Isolation by the database: a role sees, changes and adds only the rows of the user its session

@@ -409,24 +409,8 @@ END
 $body$;
 REVOKE ALL ON FUNCTION agent_memory.memories_mark_stale() FROM PUBLIC;
 
--- A packed copy no longer holds when the embedding, model, id or user changes, or the importance
--- rises (the similarity bound assumes at most the packed importance); nor, for the keyword facts
--- packed beside it, when the text, kind, archiving or end of validity changes.
-CREATE TRIGGER memories_pack_stale_update AFTER UPDATE ON agent_memory.memories
-    FOR EACH ROW
-    WHEN (NEW.emb IS DISTINCT FROM OLD.emb
-          OR NEW.importance > OLD.importance
-          OR NEW.embedding_model IS DISTINCT FROM OLD.embedding_model
-          OR NEW.id IS DISTINCT FROM OLD.id
-          OR NEW.user_id IS DISTINCT FROM OLD.user_id
-          OR NEW.content IS DISTINCT FROM OLD.content
-          OR NEW.kind IS DISTINCT FROM OLD.kind
-          OR NEW.archived_at IS DISTINCT FROM OLD.archived_at
-          OR NEW.expires_at IS DISTINCT FROM OLD.expires_at
-          OR NEW.valid_until IS DISTINCT FROM OLD.valid_until)
-    EXECUTE FUNCTION agent_memory.memories_mark_stale();
--- (The delete trigger is created with the access rules: its condition calls a function of the
--- library, pack_deletes_marked.)
+-- (The update and delete triggers are created with the access rules: their conditions call a
+-- function of the library, pack_deletes_marked.)
 CREATE TRIGGER memories_pack_stale_truncate AFTER TRUNCATE ON agent_memory.memories
     FOR EACH STATEMENT EXECUTE FUNCTION agent_memory.memories_mark_stale();
 

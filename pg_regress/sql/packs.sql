@@ -282,6 +282,19 @@ BEGIN;
 UPDATE agent_memory.memories SET content = 'Note: doctor doctor appointment' WHERE user_id = 'kw-user' AND content LIKE 'Note 20:%';
 SELECT pg_temp.hybrid_differences();
 ROLLBACK;
+-- Forgetting's eviction archives the episodes above capacity (and retires the rest), marking
+-- what it archives in the same statement (the row trigger stands aside).
+CREATE TABLE kw_archived AS SELECT id FROM agent_memory.memories WHERE user_id = 'kw-user' AND archived_at IS NOT NULL;
+SET agent_memory.capacity = 350;
+SELECT rows > 0 AS evicted FROM agent_memory.memory_forget() WHERE step = 'evict';
+RESET agent_memory.capacity;
+SELECT count(*) > 0 AS archived, count(*) FILTER (WHERE NOT EXISTS (
+           SELECT 1 FROM agent_memory.memory_pack_stale s WHERE s.id = m.id)) AS not_marked
+  FROM agent_memory.memories m
+ WHERE m.user_id = 'kw-user' AND m.active AND m.archived_at IS NOT NULL AND m.id NOT IN (SELECT id FROM kw_archived);
+SELECT agent_memory.pack_deletes_marked() AS still_set;
+VACUUM agent_memory.memories;
+SELECT pg_temp.hybrid_differences();
 -- A rebuild covers it all again.
 SELECT agent_memory.memory_pack('kw-user') AS packed;
 VACUUM agent_memory.memories;
@@ -296,7 +309,7 @@ VACUUM agent_memory.memories;
 SELECT pg_temp.hybrid_differences();
 SELECT content LIKE 'word1 %' AS long_text_found
   FROM agent_memory.memory_recall('kw-user', NULL::vector, 1, model => 'p32', query_text => 'word1999', touch => false);
-DROP TABLE kw_moved;
+DROP TABLE kw_moved, kw_archived;
 
 SELECT agent_memory.revoke_access('pack_reader');
 SELECT agent_memory.revoke_access('pack_admin');

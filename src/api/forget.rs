@@ -47,7 +47,9 @@ WITH c AS (SELECT m.ctid AS t FROM agent_memory.memories m \
                   archived_at = CASE WHEN x.to_archive THEN coalesce(m.archived_at, now()) ELSE m.archived_at END, \
                   expires_at = CASE WHEN x.to_archive THEN NULL ELSE m.expires_at END, \
                   version = m.version + 1 \
-             FROM x WHERE m.ctid = x.t RETURNING 1) \
+             FROM x WHERE m.ctid = x.t RETURNING m.user_id, m.embedding_model, m.id, x.to_archive AS changed), \
+     s AS (INSERT INTO agent_memory.memory_pack_stale (user_id, embedding_model, id) \
+           SELECT u.user_id, u.embedding_model, u.id FROM u WHERE u.changed) \
 SELECT count(*) FROM u";
 
 const EXPIRE_COUNT: &str = "\
@@ -109,7 +111,9 @@ WITH locked AS (SELECT m.ctid AS t FROM agent_memory.memories m \
                   archived_at = CASE WHEN m.kind = 'episodic' THEN now() ELSE m.archived_at END, \
                   expires_at = CASE WHEN m.kind = 'episodic' THEN NULL ELSE m.expires_at END, \
                   version = m.version + 1 \
-             FROM locked l WHERE m.ctid = l.t RETURNING 1) \
+             FROM locked l WHERE m.ctid = l.t RETURNING m.user_id, m.embedding_model, m.id, m.kind = 'episodic' AS changed), \
+     s AS (INSERT INTO agent_memory.memory_pack_stale (user_id, embedding_model, id) \
+           SELECT u.user_id, u.embedding_model, u.id FROM u WHERE u.changed) \
 SELECT count(*) FROM u";
 
 /// The archive of each user beyond `agent_memory.archive_capacity`: its least recently recalled
@@ -189,7 +193,10 @@ pub fn forget_pass<D: Driver>(d: &mut D, dry_run: bool) -> Result<Steps> {
         if dry_run {
             d.read(|c| tally(c, EXPIRE_COUNT, &[], "counting expired memories"))
         } else {
-            until_done(d, batch, |c| count(c, EXPIRE_BATCH, &[batch.into()], "expiring memories"))
+            until_done(d, batch, |c| {
+                let _marked = crate::api::pack::MarkingOwnWrites::start();
+                count(c, EXPIRE_BATCH, &[batch.into()], "expiring memories")
+            })
         }
     })?);
 
@@ -321,7 +328,7 @@ fn purge_batch(c: &mut pgrx::spi::SpiClient<'_>, batch: i64, minutes: i32) -> Re
         .get_two()
         .map_err(spi("locking the packs of the purged users"))?;
     let (Some(users), Some(models)) = (users, models) else { return Ok(0) };
-    let _marked = crate::api::pack::MarkingDeletes::start();
+    let _marked = crate::api::pack::MarkingOwnWrites::start();
     count(c, PURGE_BATCH, &[batch.into(), minutes.into(), users.into(), models.into()], "purging retired memories")
 }
 
@@ -397,6 +404,7 @@ fn evict_users(
     if ids.is_empty() {
         return Ok(0);
     }
+    let _marked = crate::api::pack::MarkingOwnWrites::start();
     count(client, EVICT_ROWS, &[ids.into(), tids.into()], "evicting memories")
 }
 

@@ -261,33 +261,33 @@ pub(crate) fn similarities_of(places: &[(i64, pg_sys::ItemPointerData)], q: &[f3
     Ok(out)
 }
 
-/// Whether this backend is running a statement that marks the packed memories it deletes by
-/// itself (the purge of forgetting), so the row trigger need not.
-static MARKING_DELETES: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+/// Whether this backend is running a statement that marks the packed memories it deletes or
+/// changes by itself (forgetting's purge, expiry and eviction), so the row triggers need not.
+static MARKING_OWN_WRITES: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
-/// Set while a statement that marks its own deletes runs; cleared when dropped (an error unwinds
+/// Set while a statement that marks its own writes runs; cleared when dropped (an error unwinds
 /// through the drop too).
-pub struct MarkingDeletes(());
+pub struct MarkingOwnWrites(());
 
-impl MarkingDeletes {
+impl MarkingOwnWrites {
     pub fn start() -> Self {
-        MARKING_DELETES.store(true, std::sync::atomic::Ordering::Relaxed);
-        MarkingDeletes(())
+        MARKING_OWN_WRITES.store(true, std::sync::atomic::Ordering::Relaxed);
+        MarkingOwnWrites(())
     }
 }
 
-impl Drop for MarkingDeletes {
+impl Drop for MarkingOwnWrites {
     fn drop(&mut self) {
-        MARKING_DELETES.store(false, std::sync::atomic::Ordering::Relaxed);
+        MARKING_OWN_WRITES.store(false, std::sync::atomic::Ordering::Relaxed);
     }
 }
 
-/// For the delete trigger of `memories`: true while the running statement marks the packed
-/// memories it deletes by itself (forgetting's purge), so the row trigger skips them. Only the
-/// extension's own code sets it.
+/// For the delete and update triggers of `memories`: true while the running statement marks the
+/// packed memories it deletes or changes by itself (forgetting's purge, expiry and eviction, a
+/// batch in one statement), so the row triggers skip them. Only the extension's own code sets it.
 #[pg_extern(volatile, parallel_safe)]
 fn pack_deletes_marked() -> bool {
-    MARKING_DELETES.load(std::sync::atomic::Ordering::Relaxed)
+    MARKING_OWN_WRITES.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 const DROP_PACKS: &str = "\
