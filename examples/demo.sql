@@ -51,6 +51,14 @@ SELECT count(*) AS "memory_recall: rows"
   FROM agent_memory.memory_recall('user-01', (SELECT q FROM questions WHERE user_id = 'user-01'), 5,
                                   model => 'demo-64d', touch => false);
 RESET client_min_messages;
+\echo 'Each pack also holds its memories'' words, so hybrid recall (query_text) counts BM25 from the'
+\echo 'packs too, for every memory on a page that (auto)vacuum has marked visible to all:'
+VACUUM agent_memory.memories;
+SET client_min_messages = debug1;
+SELECT count(*) AS "hybrid memory_recall: rows"
+  FROM agent_memory.memory_recall('user-01', (SELECT q FROM questions WHERE user_id = 'user-01'), 5,
+                                  model => 'demo-64d', touch => false, query_text => 'which editor do I use?');
+RESET client_min_messages;
 
 \echo
 \echo '=== 3. Similarity alone picks stale memories ==='
