@@ -15,6 +15,11 @@
 //!    ranking must beat.
 //!
 //! A memory left unread cannot be in the result, so results are exact, with or without packs.
+//!
+//! Beside each pack of embeddings, a words row holds the same memories' keyword facts, so a call
+//! with `query_text` counts BM25 from the packs too, for every memory it can prove unchanged
+//! (see `rank_packed`), and reads the rows of the others.
+//!
 //! Packs only make recall faster; the worker rebuilds a pack when enough of the user's memories
 //! are no longer covered by it.
 
