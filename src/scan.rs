@@ -247,7 +247,7 @@ unsafe fn begin_with(rel_oid: pg_sys::Oid, index_oid: pg_sys::Oid, user: &str, m
 }
 
 /// Opens the table and the index and positions an index scan on equal values of the index's
-/// first `keys.len()` columns (text, at most three).
+/// first `keys.len()` columns (text).
 ///
 /// # Safety
 /// As [`begin`]; the index's first `keys.len()` columns are text.
@@ -268,9 +268,9 @@ unsafe fn begin_keys(rel_oid: pg_sys::Oid, index_oid: pg_sys::Oid, keys: &[&str]
         s.rel = pg_sys::table_open(rel_oid, lock);
         s.index = pg_sys::index_open(index_oid, lock);
         let collations = (*s.index).rd_indcollation;
-        let mut scankeys: [pg_sys::ScanKeyData; 3] = std::mem::zeroed();
-        let mut datums = Vec::with_capacity(keys.len().min(3));
-        for k in keys.iter().take(3) {
+        let mut scankeys: Vec<pg_sys::ScanKeyData> = vec![std::mem::zeroed(); keys.len()];
+        let mut datums = Vec::with_capacity(keys.len());
+        for k in keys {
             datums.push(k.into_datum().ok_or_else(|| missing("a key"))?);
         }
         let nkeys = datums.len() as i32;
@@ -724,9 +724,7 @@ impl Fetcher {
             }
         }
     }
-}
 
-impl Fetcher {
     /// Whether the visibility map says every row version on the heap page of `tid` is visible
     /// to every transaction, as an index-only scan asks: then an index entry pointing there
     /// points to a visible version (a vacuum removes index entries before it sets the bit, and

@@ -28,7 +28,6 @@ use pgrx::prelude::*;
 use pgrx::spi::SpiClient;
 
 use agent_memory_core::pack::{self as core_pack, PackWriter, Query};
-use agent_memory_core::vecmath;
 
 use crate::api::recall::VectorRanker;
 use crate::error::{first_value, spi, MemoryError, OrRaise, Result};
@@ -255,11 +254,8 @@ pub(crate) fn similarities_of(places: &[(i64, pg_sys::ItemPointerData)], q: &[f3
     let mut scratch = Vec::new();
     for (_, tid) in places {
         fetcher.fetch(*tid, None, i64::MIN, |c| {
-            let emb = c.emb()?;
-            if emb.dims() != q.len() {
-                return Err(crate::api::recall::dimension_mismatch(q.len(), model, emb.dims()));
-            }
-            out.push((c.id, emb.with_f32(&mut scratch, |x| vecmath::cosine_with_unit(q, x)) as f32));
+            let similarity = crate::api::recall::with_similarity(c, q, model, &mut scratch, |s, _| s)?;
+            out.push((c.id, similarity as f32));
             Ok(())
         })?;
     }

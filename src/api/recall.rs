@@ -118,6 +118,22 @@ pub(crate) fn dimension_mismatch(query: usize, model: &str, stored: usize) -> Me
         .hint("Pass model => the name of the model that made the query vector.")
 }
 
+/// Calls `f` with a candidate's cosine similarity to the unit query `q` and its embedding as
+/// f32; an embedding of another dimension than the query's is an error.
+pub(crate) fn with_similarity<R>(
+    c: &crate::scan::Candidate,
+    q: &[f32],
+    model: &str,
+    scratch: &mut Vec<f32>,
+    f: impl FnOnce(f64, &[f32]) -> R,
+) -> Result<R> {
+    let emb = c.emb()?;
+    if emb.dims() != q.len() {
+        return Err(dimension_mismatch(q.len(), model, emb.dims()));
+    }
+    Ok(emb.with_f32(scratch, |x| f(vecmath::cosine_with_unit(q, x), x)))
+}
+
 /// Checks the user id.
 pub fn check_user(user_id: Option<&str>) -> Result<&str> {
     match user_id {
@@ -231,17 +247,12 @@ impl VectorRanker {
     ) -> Result<f64> {
         // A standing instruction never decays.
         let age_hours = if c.procedural { 0.0 } else { agent_memory_core::decay::age_hours(now, c.last_hit) };
-        let emb = c.emb()?;
-        if emb.dims() != q.len() {
-            return Err(dimension_mismatch(q.len(), model, emb.dims()));
-        }
-        Ok(emb.with_f32(scratch, |x| {
-            let similarity = vecmath::cosine_with_unit(q, x);
+        with_similarity(c, q, model, scratch, |similarity, x| {
             if similarity >= min_similarity {
                 self.offer(c.id, similarity, age_hours, c.importance as f64, c.episodic, c.created, x);
             }
             similarity
-        }))
+        })
     }
 
     /// The score a new candidate must beat, once as many are kept as the ranking needs: the pool's
