@@ -295,6 +295,15 @@ SELECT count(*) > 0 AS archived, count(*) FILTER (WHERE NOT EXISTS (
 SELECT agent_memory.pack_deletes_marked() AS still_set;
 VACUUM agent_memory.memories;
 SELECT pg_temp.hybrid_differences();
+-- A role that works for the user (row-level security) counts words from the packs too.
+SET ROLE pack_reader;
+SET agent_memory.user_id = 'kw-user';
+SELECT pg_temp.hybrid(true, v, t, 5, NULL, true, NULL) = pg_temp.hybrid(false, v, t, 5, NULL, true, NULL) AS same_hybrid,
+       pg_temp.hybrid(true, NULL, t, 5, NULL, true, NULL) = pg_temp.hybrid(false, NULL, t, 5, NULL, true, NULL) AS same_keyword
+  FROM (SELECT (SELECT array_agg(cos(3 * 1.37 * j + j * 0.29))::real[]::vector FROM generate_series(1, 32) j) AS v,
+               'hiking trip' AS t) x;
+RESET agent_memory.user_id;
+RESET ROLE;
 -- A rebuild covers it all again.
 SELECT agent_memory.memory_pack('kw-user') AS packed;
 VACUUM agent_memory.memories;
