@@ -41,8 +41,12 @@ pub struct Candidate {
     emb: pg_sys::Datum,
     /// The `content` datum (a `text`), in the buffer or a toast pointer.
     content: pg_sys::Datum,
-    /// The `predicate` and `object_key` datums (`text`), when not NULL.
+    /// The `kind` datum (`text`).
+    kind: pg_sys::Datum,
+    /// The `subject`, `predicate`, `object` and `object_key` datums (`text`), when not NULL.
+    subject: Option<pg_sys::Datum>,
     predicate: Option<pg_sys::Datum>,
+    object: Option<pg_sys::Datum>,
     object_key: Option<pg_sys::Datum>,
     /// Whether it is a standing instruction (`kind = 'procedural'`).
     pub procedural: bool,
@@ -64,6 +68,31 @@ impl Candidate {
     pub fn content(&self) -> Cow<'_, str> {
         // SAFETY: the datum is the row's `content`, of type `text` (see above).
         unsafe { crate::vector::text_of(self.content) }
+    }
+
+    /// `memories.kind`, as SQL reads it.
+    pub fn kind_string(&self) -> String {
+        // SAFETY: the datum is the row's `kind`, a non-NULL `text` (see above).
+        unsafe { <String as pgrx::FromDatum>::from_datum(self.kind, false) }.unwrap_or_default()
+    }
+
+    /// `memories.content`, as SQL reads it.
+    pub fn content_string(&self) -> String {
+        // SAFETY: the datum is the row's `content`, a non-NULL `text` (see above).
+        unsafe { <String as pgrx::FromDatum>::from_datum(self.content, false) }.unwrap_or_default()
+    }
+
+    /// `memories.subject` and `memories.object`, as SQL reads them.
+    pub fn subject_object_strings(&self) -> (Option<String>, Option<String>) {
+        // SAFETY: the datums are the row's `subject` and `object`, `text` when not NULL.
+        let s = |d: Option<pg_sys::Datum>| d.and_then(|d| unsafe { <String as pgrx::FromDatum>::from_datum(d, false) });
+        (s(self.subject), s(self.object))
+    }
+
+    /// `memories.predicate`, as SQL reads it.
+    pub fn predicate_string(&self) -> Option<String> {
+        // SAFETY: the datum is the row's `predicate`, `text` when not NULL.
+        self.predicate.and_then(|d| unsafe { <String as pgrx::FromDatum>::from_datum(d, false) })
     }
 
     /// `memories.predicate`, when not NULL.
@@ -89,7 +118,9 @@ impl Candidate {
 struct Columns {
     id: usize,
     content: usize,
+    subject: usize,
     predicate: usize,
+    object: usize,
     object_key: usize,
     task_id: usize,
     kind: usize,
@@ -111,7 +142,9 @@ impl Columns {
         [
             self.id,
             self.content,
+            self.subject,
             self.predicate,
+            self.object,
             self.object_key,
             self.task_id,
             self.kind,
@@ -395,7 +428,9 @@ impl Columns {
         Ok(Columns {
             id: attnum(rel_oid, c"id")?,
             content: attnum(rel_oid, c"content")?,
+            subject: attnum(rel_oid, c"subject")?,
             predicate: attnum(rel_oid, c"predicate")?,
+            object: attnum(rel_oid, c"object")?,
             object_key: attnum(rel_oid, c"object_key")?,
             task_id: attnum(rel_oid, c"task_id")?,
             kind: attnum(rel_oid, c"kind")?,
@@ -454,6 +489,7 @@ unsafe fn candidate(
         let (Some(id), Some(emb), Some(kind), Some(content)) = (get(cols.id), get(cols.emb), get(cols.kind), get(cols.content)) else {
             return None;
         };
+        let kind_datum = kind;
         let kind: &str = <&str as pgrx::FromDatum>::from_datum(kind, false).unwrap_or("");
         if let Some(ks) = kinds {
             if !ks.iter().any(|k| k == kind) {
@@ -474,7 +510,10 @@ unsafe fn candidate(
             tid: (*slot).tts_tid,
             emb,
             content,
+            kind: kind_datum,
+            subject: get(cols.subject),
             predicate: get(cols.predicate),
+            object: get(cols.object),
             object_key: get(cols.object_key),
             procedural: kind == "procedural",
             task_id: get(cols.task_id),

@@ -271,8 +271,30 @@ INSERT INTO agent_memory.memories (user_id, content, emb, embedding_model, impor
 SELECT 'kw-user', 'New: coffee coffee tea refund', q, 'p32', 0.5 FROM pack_q WHERE i IN (8, 9);
 SELECT count(*) AS stale FROM agent_memory.memory_pack_stale WHERE user_id = 'kw-user';
 SELECT pg_temp.hybrid_differences();
+-- What a result shows (text, kind, subject, predicate, object, importance, created_at) is its row
+-- as the statement sees it, also when recall read it through the packs and found the row again
+-- where the index points (a new version since, a lower importance, a fact's parts set).
+UPDATE agent_memory.memories SET subject = 'user', predicate = 'plays', object = 'guitar',
+       content = 'Note: the user plays guitar, lessons on Tuesdays'
+ WHERE user_id = 'kw-user' AND content LIKE 'Note 18:%';
+UPDATE agent_memory.memories SET importance = importance / 2 WHERE user_id = 'kw-user' AND content LIKE 'Note 2_:%';
+CREATE FUNCTION pg_temp.details_differences() RETURNS TABLE (results bigint, differing bigint) LANGUAGE sql AS $$
+    SELECT count(*), count(*) FILTER (WHERE
+               (r.content, r.kind, r.subject, r.predicate, r.object, r.importance, r.created_at) IS DISTINCT FROM
+               (m.content, m.kind, m.subject, m.predicate, m.object, m.importance, m.created_at))
+      FROM pack_q,
+           LATERAL (VALUES (q, NULL::text), (q, 'guitar lessons hiking trip'), (NULL::vector, 'guitar lessons refund')) AS c(qv, txt),
+           LATERAL agent_memory.memory_recall('kw-user', c.qv, 20, model => 'p32', touch => false, query_text => c.txt) r
+           LEFT JOIN agent_memory.memories m ON m.id = r.id
+     WHERE pack_q.i <= 10
+$$;
+SELECT * FROM pg_temp.details_differences();
+SELECT count(*) AS with_the_fact FROM pack_q, agent_memory.memory_recall('kw-user', q, 20, model => 'p32', touch => false,
+                                                                          query_text => 'guitar lessons') r
+ WHERE r.subject = 'user' AND r.object = 'guitar';
 VACUUM agent_memory.memories;
 SELECT pg_temp.hybrid_differences();
+SELECT * FROM pg_temp.details_differences();
 -- Other tokenizer settings than the packs were made with: the words are counted from the rows.
 SET agent_memory.keyword_stemming = off;
 SELECT pg_temp.hybrid_differences();

@@ -70,8 +70,15 @@ pub(crate) struct KeywordSide<'a> {
     pub unread: Vec<(i64, pg_sys::ItemPointerData)>,
 }
 
+/// What [`rank_packed`] did: how many rows it read, and the user's index entries (id and place of
+/// each active memory, in id order), where the results' rows are found again.
+pub(crate) struct Packed {
+    pub read: usize,
+    pub entries: Vec<(i64, pg_sys::ItemPointerData)>,
+}
+
 /// Ranks a user's memories through their packs. Returns `None` (nothing done) when the user has
-/// no pack for the model, else the number of memories read exactly.
+/// no pack for the model.
 ///
 /// With `keyword`, the keyword channel is counted too, and a packed memory is counted from its
 /// pack only when nothing about it can differ from the row this statement sees: the pack has its
@@ -92,7 +99,7 @@ pub(crate) fn rank_packed(
     now: i64,
     ranker: &mut VectorRanker,
     mut keyword: Option<&mut KeywordSide<'_>>,
-) -> Result<Option<usize>> {
+) -> Result<Option<Packed>> {
     let mut entries: Vec<(i64, pg_sys::ItemPointerData)> = Vec::new();
     let vector = !q.is_empty();
     let query = Query::new(q);
@@ -240,7 +247,7 @@ pub(crate) fn rank_packed(
     }
     drop(fetcher);
     debug1!("agent_memory: recall read {read} of {} memories of the user exactly; packs ruled out the rest", entries.len());
-    Ok(Some(read))
+    Ok(Some(Packed { read, entries }))
 }
 
 /// The exact similarity to `q` of the memories at `places` (visible rows, from

@@ -8,6 +8,8 @@
 
 use agent_memory_core::topk::{Ranked, TopK};
 use agent_memory_core::vecmath;
+use std::collections::HashMap;
+
 use pgrx::datum::TimestampWithTimeZone;
 use pgrx::prelude::*;
 
@@ -99,6 +101,49 @@ pub struct Recalled {
 const DETAILS: &str = "\
 SELECT m.id, m.content, m.kind, m.subject, m.predicate, m.object, m.importance, m.created_at \
   FROM agent_memory.memories m WHERE m.id = ANY ($1)";
+
+/// What a result shows besides its scores (the columns of DETAILS).
+struct Details {
+    content: String,
+    kind: String,
+    subject: Option<String>,
+    predicate: Option<String>,
+    object: Option<String>,
+    importance: f32,
+    created_at: Option<TimestampWithTimeZone>,
+}
+
+/// The details of the memories `ids`, read from their rows at `entries` (id and place, in id
+/// order, as [`crate::api::pack::rank_packed`] found them): the version this statement sees,
+/// without a query. An id with no visible row there is left out.
+fn details_at(entries: &[(i64, pgrx::pg_sys::ItemPointerData)], ids: &[i64], out: &mut HashMap<i64, Details>) -> Result<()> {
+    let mut fetcher = crate::scan::Fetcher::new()?;
+    for &id in ids {
+        let start = entries.partition_point(|e| e.0 < id);
+        for (_, tid) in entries[start..].iter().take_while(|e| e.0 == id) {
+            let found = fetcher.fetch(*tid, None, i64::MIN, |c| {
+                if c.id != id {
+                    return Ok(None);
+                }
+                let (subject, object) = c.subject_object_strings();
+                Ok(Some(Details {
+                    content: c.content_string(),
+                    kind: c.kind_string(),
+                    subject,
+                    predicate: c.predicate_string(),
+                    object,
+                    importance: c.importance,
+                    created_at: TimestampWithTimeZone::try_from(c.created).ok(),
+                }))
+            })?;
+            if let Some(d) = found.flatten() {
+                out.insert(id, d);
+                break;
+            }
+        }
+    }
+    Ok(())
+}
 
 /// After this many candidates, recall checks whether the user is large enough for the
 /// approximate path; smaller users never pay for the check.
@@ -387,6 +432,7 @@ pub fn recall(user_id: Option<&str>, query: Option<&VectorDatum>, opts: RecallOp
         // memories that can make the vector ranking, and of those whose words the packs cannot
         // count (see api/pack.rs). Task lineage and the recency channel need every row.
         let mut unread = Vec::new();
+        let mut packed_entries = None;
         let packed = if lineage.is_none() && recency.is_none() && gucs::packed_recall() {
             let mut side = keyword.as_mut().map(|scan| crate::api::pack::KeywordSide {
                 scan,
@@ -405,7 +451,10 @@ pub fn recall(user_id: Option<&str>, query: Option<&VectorDatum>, opts: RecallOp
                 side.as_mut(),
             )?;
             unread = side.map(|s| s.unread).unwrap_or_default();
-            n
+            n.map(|p| {
+                packed_entries = Some(p.entries);
+                p.read
+            })
         } else {
             None
         };
@@ -519,34 +568,43 @@ pub fn recall(user_id: Option<&str>, query: Option<&VectorDatum>, opts: RecallOp
             return Ok(Vec::new());
         }
         let ids: Vec<i64> = scored.iter().map(|r| r.id).collect();
-        let mut details = std::collections::HashMap::with_capacity(ids.len());
-        {
-            let table = if touch && !crate::pg::read_only() {
-                crate::plans::write(client, TOUCH_RETURNING, &[ids.clone().into()])
+        let mut details: HashMap<i64, Details> = HashMap::with_capacity(ids.len());
+        let touching = touch && !crate::pg::read_only();
+        // Without a touch, the results' rows are read again where the packed ranking found them
+        // (the versions this statement sees); any other call, and any id not found there, asks SQL.
+        if !touching {
+            if let Some(entries) = &packed_entries {
+                details_at(entries, &ids, &mut details)?;
+            }
+        }
+        let asked: Vec<i64> = ids.iter().copied().filter(|id| !details.contains_key(id)).collect();
+        if !asked.is_empty() {
+            let table = if touching {
+                crate::plans::write(client, TOUCH_RETURNING, &[asked.into()])
             } else {
-                crate::plans::read(client, DETAILS, &[ids.clone().into()])
+                crate::plans::read(client, DETAILS, &[asked.into()])
             };
             let table = table.map_err(spi("reading the recalled memories"))?;
             for row in table {
                 let id: i64 = row.get(1).map_err(spi("reading id"))?.unwrap_or_default();
                 details.insert(
                     id,
-                    (
-                        row.get::<String>(2).map_err(spi("reading content"))?.unwrap_or_default(),
-                        row.get::<String>(3).map_err(spi("reading kind"))?.unwrap_or_default(),
-                        row.get::<String>(4).map_err(spi("reading subject"))?,
-                        row.get::<String>(5).map_err(spi("reading predicate"))?,
-                        row.get::<String>(6).map_err(spi("reading object"))?,
-                        row.get::<f32>(7).map_err(spi("reading importance"))?.unwrap_or(0.0),
-                        row.get::<TimestampWithTimeZone>(8).map_err(spi("reading created_at"))?,
-                    ),
+                    Details {
+                        content: row.get::<String>(2).map_err(spi("reading content"))?.unwrap_or_default(),
+                        kind: row.get::<String>(3).map_err(spi("reading kind"))?.unwrap_or_default(),
+                        subject: row.get::<String>(4).map_err(spi("reading subject"))?,
+                        predicate: row.get::<String>(5).map_err(spi("reading predicate"))?,
+                        object: row.get::<String>(6).map_err(spi("reading object"))?,
+                        importance: row.get::<f32>(7).map_err(spi("reading importance"))?.unwrap_or(0.0),
+                        created_at: row.get::<TimestampWithTimeZone>(8).map_err(spi("reading created_at"))?,
+                    },
                 );
             }
         }
         Ok(scored
             .into_iter()
             .filter_map(|r| {
-                let (content, kind, subject, predicate, object, importance, created_at) = details.remove(&r.id)?;
+                let Details { content, kind, subject, predicate, object, importance, created_at } = details.remove(&r.id)?;
                 Some(Recalled {
                     id: r.id,
                     content,

@@ -87,12 +87,13 @@ pub fn has_newer_competitor(entries: &[PoolEntry], i: usize, compete: f64) -> bo
     Competition::new(entries, compete).has_newer(i)
 }
 
-/// Dimensions of the prefix that screens pairs before the full dot product.
+/// Dimensions of each slice of the screen that checks pairs before the full dot product.
 const PREFIX: usize = 64;
 
 /// The pairwise check of a pool, screened: `|a-b|² = |a|² + |b|² - 2a·b`, and the distance over
-/// a prefix is at most the whole distance, so a pair whose prefix is already farther apart than
-/// `a·b >= compete` allows cannot compete, and needs no full dot product.
+/// the first dimensions is at most the whole distance, so a pair already farther apart over a
+/// prefix than `a·b >= compete` allows cannot compete. The prefix grows a slice at a time until
+/// the pair is ruled out or the whole vector is covered; only then is the dot product computed.
 struct Competition<'a> {
     entries: &'a [PoolEntry],
     compete: f64,
@@ -109,11 +110,18 @@ impl<'a> Competition<'a> {
 
     fn competes(&self, i: usize, j: usize) -> bool {
         let (a, b) = (&self.entries[i].unit, &self.entries[j].unit);
-        if a.len() == b.len() && a.len() >= self.prefix {
+        if a.len() == b.len() && self.prefix > 0 && a.len() >= self.prefix {
             // A margin for rounding: the screen only ever lets more pairs through.
             let limit = self.sq_norms[i] + self.sq_norms[j] - 2.0 * self.compete + 1e-3;
-            if (vecmath::sq_distance_fast(&a[..self.prefix], &b[..self.prefix]) as f64) > limit {
-                return false;
+            let mut partial = 0f64;
+            let mut at = 0;
+            while at < a.len() {
+                let end = (at + self.prefix).min(a.len());
+                partial += vecmath::sq_distance_fast(&a[at..end], &b[at..end]) as f64;
+                if partial > limit {
+                    return false;
+                }
+                at = end;
             }
         }
         vecmath::dot_fast(a, b) >= self.compete
