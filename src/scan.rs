@@ -573,16 +573,401 @@ pub fn with_fresh_snapshot<R>(f: impl FnOnce() -> R) -> R {
     f()
 }
 
+/// The layout of a btree page's special space (`BTPageOpaqueData` of `access/nbtree.h`, the same
+/// since PostgreSQL 14).
+#[repr(C)]
+struct BtPageOpaque {
+    prev: u32,
+    next: u32,
+    level: u32,
+    flags: u16,
+    cycle_id: u16,
+}
+
+const BTP_LEAF: u16 = 1 << 0;
+const BTP_DELETED: u16 = 1 << 2;
+const BTP_HALF_DEAD: u16 = 1 << 4;
+const BTREE_MAGIC: u32 = 0x053162;
+/// `INDEX_ALT_TID_MASK` and `BT_IS_POSTING`: a leaf tuple whose TID field holds a posting list's
+/// place and length.
+const INDEX_ALT_TID: u16 = 0x2000;
+const BT_IS_POSTING: u16 = 0x2000;
+const BT_OFFSET_MASK: u16 = 0x0FFF;
+/// Bytes of a page header (`SizeOfPageHeaderData`), where the line pointers start.
+const PAGE_HEADER: usize = 24;
+
+/// A btree page, share-locked and pinned until dropped.
+struct LockedPage {
+    buf: pg_sys::Buffer,
+    page: *const u8,
+}
+
+impl LockedPage {
+    /// # Safety
+    /// `index` is an open btree index and `block` one of its blocks.
+    unsafe fn read(index: pg_sys::Relation, block: u32) -> LockedPage {
+        // SAFETY: the caller's promise; the buffer is pinned and share-locked until Drop.
+        unsafe {
+            let buf = pg_sys::ReadBuffer(index, block);
+            pg_sys::LockBuffer(buf, pg_sys::BUFFER_LOCK_SHARE as i32);
+            LockedPage { buf, page: pg_sys::BufferGetPage(buf) as *const u8 }
+        }
+    }
+
+    fn header_u16(&self, at: usize) -> usize {
+        // SAFETY: within the page header of a pinned, locked page.
+        unsafe { self.page.add(at).cast::<u16>().read_unaligned() as usize }
+    }
+
+    /// The special space, when the page has one of a btree page's size.
+    fn opaque(&self) -> Option<&BtPageOpaque> {
+        let special = self.header_u16(16);
+        if special + std::mem::size_of::<BtPageOpaque>() > pg_sys::BLCKSZ as usize {
+            return None;
+        }
+        // SAFETY: within the page; the special space of a btree page is a BtPageOpaque.
+        Some(unsafe { &*self.page.add(special).cast::<BtPageOpaque>() })
+    }
+
+    /// The number of line pointers.
+    fn items(&self) -> usize {
+        self.header_u16(12).saturating_sub(PAGE_HEADER) / 4
+    }
+
+    /// The tuple of line pointer `n` (from 1) and whether it is marked dead, when it is a normal
+    /// or dead item within the page.
+    fn item(&self, n: usize) -> Option<(pg_sys::IndexTuple, bool)> {
+        // SAFETY: within the line pointer array of the page (n <= items()).
+        let lp = unsafe { self.page.add(PAGE_HEADER + 4 * (n - 1)).cast::<u32>().read_unaligned() };
+        let (off, flags, len) = ((lp & 0x7fff) as usize, (lp >> 15) & 3, (lp >> 17) as usize);
+        if !(flags == 1 || flags == 3) || off < PAGE_HEADER || len < 8 || off + len > pg_sys::BLCKSZ as usize {
+            return None;
+        }
+        // SAFETY: the item lies within the page.
+        Some((unsafe { self.page.add(off) } as pg_sys::IndexTuple, flags == 3))
+    }
+}
+
+impl Drop for LockedPage {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            // SAFETY: locked and pinned in `read`; released once.
+            unsafe { pg_sys::UnlockReleaseBuffer(self.buf) };
+        }
+    }
+}
+
+/// The first key column (a `text`) of an index tuple, read in place; `None` for a tuple with no
+/// key (the first item of an internal page), a NULL, or a value not in line.
+///
+/// # Safety
+/// `itup` must be a tuple of an index whose first column is `text`, within a pinned page.
+unsafe fn first_text<'a>(itup: pg_sys::IndexTuple) -> Option<&'a [u8]> {
+    // SAFETY: the caller's promise.
+    unsafe {
+        let (base, size) = key_area(itup)?;
+        varlena_at(base, std::mem::size_of::<pg_sys::IndexTupleData>(), size).map(|(v, _)| v)
+    }
+}
+
+/// An index tuple's bytes and size, when it has no NULL.
+///
+/// # Safety
+/// `itup` must be an index tuple, readable.
+unsafe fn key_area(itup: pg_sys::IndexTuple) -> Option<(*const u8, usize)> {
+    // SAFETY: the caller's promise: the header is readable.
+    let info = unsafe { (*itup).t_info } as u32;
+    if info & pg_sys::INDEX_NULL_MASK != 0 {
+        return None;
+    }
+    Some((itup as *const u8, (info & pg_sys::INDEX_SIZE_MASK) as usize))
+}
+
+/// The data of the in-line varlena at `off` of a tuple of `size` bytes (a 1-byte header is not
+/// aligned, a 4-byte one is aligned to 4, its padding zero), and the offset after it; `None`
+/// past the tuple's end, for a toast pointer or a compressed value.
+///
+/// # Safety
+/// `base` must point to `size` readable bytes.
+unsafe fn varlena_at<'a>(base: *const u8, mut off: usize, size: usize) -> Option<(&'a [u8], usize)> {
+    // SAFETY: the caller's promise; every read is checked against `size` first.
+    unsafe {
+        if off >= size {
+            return None;
+        }
+        if *base.add(off) == 0 {
+            off = (off + 3) & !3;
+        }
+        if off + 4 > size {
+            return None;
+        }
+        let p = base.add(off);
+        let first = *p;
+        let (len, header) = if first == 0x01 {
+            return None; // a toast pointer: never in an index
+        } else if first & 0x01 == 0x01 {
+            ((first >> 1) as usize, 1)
+        } else if first & 0x03 == 0x00 {
+            ((p.cast::<u32>().read_unaligned() >> 2) as usize, 4)
+        } else {
+            return None; // compressed in line
+        };
+        if len < header || off + len > size {
+            return None;
+        }
+        Some((std::slice::from_raw_parts(p.add(header), len - header), off + len))
+    }
+}
+
+/// The heap places of a leaf tuple: its TID, or each TID of its posting list.
+///
+/// # Safety
+/// `itup` must be a leaf tuple of a btree index, within a pinned page.
+unsafe fn heap_tids(itup: pg_sys::IndexTuple, mut f: impl FnMut(pg_sys::ItemPointerData)) -> Option<()> {
+    // SAFETY: the caller's promise; the posting list is checked to lie within the tuple.
+    unsafe {
+        let tid = (*itup).t_tid;
+        let info = (*itup).t_info;
+        if info & INDEX_ALT_TID != 0 {
+            if tid.ip_posid & BT_IS_POSTING == 0 {
+                return None; // a pivot tuple: never on a leaf's data items
+            }
+            let n = (tid.ip_posid & BT_OFFSET_MASK) as usize;
+            let at = (((tid.ip_blkid.bi_hi as u32) << 16) | tid.ip_blkid.bi_lo as u32) as usize;
+            let size = (info as u32 & pg_sys::INDEX_SIZE_MASK) as usize;
+            let item = std::mem::size_of::<pg_sys::ItemPointerData>();
+            if at + n * item > size {
+                return None;
+            }
+            let list = (itup as *const u8).add(at).cast::<pg_sys::ItemPointerData>();
+            for i in 0..n {
+                f(list.add(i).read_unaligned());
+            }
+        } else {
+            f(tid);
+        }
+        Some(())
+    }
+}
+
+/// [`active_entries`] by walking the index's pages directly: down from the root to the first
+/// leaf that can hold the user's entries, then right along the leaves, reading each entry in
+/// place, as the btree's own forward scan does (each leaf read under its share lock, its right
+/// sibling noted then, so a concurrent split neither hides nor repeats an entry). It saves the
+/// btree's per-entry key check and copy. `None` when it cannot (an unexpected page or tuple, a
+/// collation that is not bytewise): the caller then scans through the index AM. Entries marked
+/// dead are left out, as the index AM's scan does outside recovery.
+///
+/// # Safety
+/// `index` is `memories_user_model_active`, open; inside a transaction.
+unsafe fn walk_leaves(
+    index: pg_sys::Relation,
+    user: &str,
+    model: &str,
+    limit: usize,
+    out: &mut Vec<(i64, pg_sys::ItemPointerData)>,
+) -> Option<bool> {
+    // SAFETY: the caller's promise; pages are read under share locks through `LockedPage`.
+    unsafe {
+        let collation = *(*index).rd_indcollation;
+        let cmp = |a: &[u8]| -> i32 {
+            pg_sys::varstr_cmp(a.as_ptr() as *const _, a.len() as i32, user.as_ptr() as *const _, user.len() as i32, collation)
+        };
+        let skip_dead = !pg_sys::RecoveryInProgress();
+        // The root: the metapage's fast root.
+        let mut block = {
+            let meta = LockedPage::read(index, 0);
+            let m = meta.page.add(PAGE_HEADER).cast::<u32>();
+            if m.read_unaligned() != BTREE_MAGIC {
+                return None;
+            }
+            let fastroot = m.add(4).read_unaligned();
+            if fastroot == 0 {
+                return Some(true); // an empty index
+            }
+            fastroot
+        };
+        // Down to a leaf at or left of the user's first entry.
+        let mut page = loop {
+            pgrx::check_for_interrupts!();
+            let page = LockedPage::read(index, block);
+            let o = page.opaque()?;
+            let rightmost = o.next == 0;
+            if o.flags & (BTP_DELETED | BTP_HALF_DEAD) != 0 {
+                if rightmost {
+                    return None;
+                }
+                block = o.next;
+                continue;
+            }
+            let first_data = if rightmost { 1 } else { 2 };
+            // A split moved the user's entries right of this page: follow its right link.
+            if !rightmost {
+                let (hk, _) = page.item(1)?;
+                if let Some(k) = first_text(hk) {
+                    if cmp(k) < 0 {
+                        block = o.next;
+                        continue;
+                    }
+                }
+            }
+            if o.flags & BTP_LEAF != 0 {
+                break page;
+            }
+            // The last downlink whose separator is below the user (the first has no key).
+            let n = page.items();
+            if n < first_data {
+                return None;
+            }
+            let (mut lo, mut hi) = (first_data, n);
+            while lo < hi {
+                let mid = (lo + hi).div_ceil(2);
+                let (t, _) = page.item(mid)?;
+                let below = match first_text(t) {
+                    Some(k) => cmp(k) < 0,
+                    None => return None,
+                };
+                if below {
+                    lo = mid;
+                } else {
+                    hi = mid - 1;
+                }
+            }
+            let (t, _) = page.item(lo)?;
+            let tid = (*t).t_tid;
+            block = ((tid.ip_blkid.bi_hi as u32) << 16) | tid.ip_blkid.bi_lo as u32;
+        };
+        // Right along the leaves.
+        let mut seen = false;
+        let mut checked = false;
+        loop {
+            let o = page.opaque()?;
+            let next = o.next;
+            if o.flags & (BTP_DELETED | BTP_HALF_DEAD) == 0 {
+                if o.flags & BTP_LEAF == 0 {
+                    return None;
+                }
+                let first_data = if next == 0 { 1 } else { 2 };
+                for n in first_data..=page.items() {
+                    let (t, dead) = page.item(n)?;
+                    let k = first_text(t)?;
+                    if k == user.as_bytes() {
+                        seen = true;
+                        if dead && skip_dead {
+                            continue;
+                        }
+                        let (m, id) = in_place(t)?;
+                        // The in-place reading checked once against PostgreSQL's own deforming.
+                        if !checked {
+                            let mut values = [pg_sys::Datum::from(0usize); pg_sys::INDEX_MAX_KEYS as usize];
+                            let mut nulls = [false; pg_sys::INDEX_MAX_KEYS as usize];
+                            pg_sys::index_deform_tuple(t, (*index).rd_att, values.as_mut_ptr(), nulls.as_mut_ptr());
+                            if nulls[..3].iter().any(|n| *n)
+                                || crate::vector::bytes_of(values[0]) != user.as_bytes()
+                                || crate::vector::bytes_of(values[1]) != m
+                                || values[2].value() as i64 != id
+                            {
+                                return None;
+                            }
+                            checked = true;
+                        }
+                        if m != model.as_bytes() {
+                            continue;
+                        }
+                        let mut full = false;
+                        heap_tids(t, |tid| {
+                            if out.len() == limit {
+                                full = true;
+                            } else {
+                                out.push((id, tid));
+                            }
+                        })?;
+                        if full {
+                            return Some(false);
+                        }
+                    } else if seen || cmp(k) > 0 {
+                        return Some(true);
+                    }
+                }
+                // The high key says whether the user's entries can go on.
+                if next != 0 {
+                    let (hk, _) = page.item(1)?;
+                    if let Some(k) = first_text(hk) {
+                        if k != user.as_bytes() && cmp(k) > 0 {
+                            return Some(true);
+                        }
+                    }
+                }
+            }
+            if next == 0 {
+                return Some(true);
+            }
+            drop(page);
+            pgrx::check_for_interrupts!();
+            page = LockedPage::read(index, next);
+        }
+    }
+}
+
+/// [`active_entries`] by reading the index's pages directly ([`walk_leaves`]), when both key
+/// columns compare bytewise and no serializable transaction needs the index AM's predicate
+/// locks; `None` when it does not apply or cannot read a page it meets.
+pub(crate) fn entries_by_walk(
+    index_oid: pg_sys::Oid,
+    model_bytewise: bool,
+    user: &str,
+    model: &str,
+    limit: usize,
+    out: &mut Vec<(i64, pg_sys::ItemPointerData)>,
+) -> Option<bool> {
+    // SAFETY: syscache lookups; the index is opened and closed with the lock a SELECT takes.
+    let walked = unsafe {
+        let (mut typ, mut typmod, mut collation) = (pg_sys::Oid::INVALID, 0, pg_sys::Oid::INVALID);
+        pg_sys::get_atttypetypmodcoll(index_oid, 1, &mut typ, &mut typmod, &mut collation);
+        let user_bytewise = collation == pg_sys::Oid::INVALID || pg_sys::get_collation_isdeterministic(collation);
+        if model_bytewise && user_bytewise && pg_sys::XactIsoLevel != pg_sys::XACT_SERIALIZABLE as i32 {
+            let lock = pg_sys::AccessShareLock as pg_sys::LOCKMODE;
+            let index = pg_sys::index_open(index_oid, lock);
+            let natts = (*(*index).rd_index).indnatts;
+            let am_btree = (*index).rd_rel.as_ref().is_some_and(|r| r.relam == pg_sys::BTREE_AM_OID);
+            let r = if natts >= 3 && am_btree { walk_leaves(index, user, model, limit, out) } else { None };
+            pg_sys::index_close(index, lock);
+            r
+        } else {
+            None
+        }
+    };
+    walked
+}
+
 /// The entries of `memories_user_model_active` for (user, model): each memory's id and where
 /// its row is, in id order, read from the index alone. Entries of row versions that are not
 /// visible (deleted, or not yet committed) are included: the caller reads the row to know.
 /// Stops, returning false, before the entry after `limit`.
 pub fn active_entries(user: &str, model: &str, limit: usize, out: &mut Vec<(i64, pg_sys::ItemPointerData)>) -> Result<bool> {
+    let (_, index_oid) = relations()?;
+    // The model is compared in place (only when its column's collation is deterministic, so that
+    // equality is byte equality).
+    // SAFETY: syscache lookups of the index's second column (its collation).
+    let bytewise = unsafe {
+        let (mut typ, mut typmod, mut collation) = (pg_sys::Oid::INVALID, 0, pg_sys::Oid::INVALID);
+        pg_sys::get_atttypetypmodcoll(index_oid, 2, &mut typ, &mut typmod, &mut collation);
+        collation == pg_sys::Oid::INVALID || pg_sys::get_collation_isdeterministic(collation)
+    };
+    let walked = entries_by_walk(index_oid, bytewise, user, model, limit, out);
+    if let Some(complete) = walked {
+        return Ok(complete);
+    }
+    out.clear();
+    entries_by_scan(user, model, limit, out)
+}
+
+/// [`active_entries`] through the index AM's scan.
+pub(crate) fn entries_by_scan(user: &str, model: &str, limit: usize, out: &mut Vec<(i64, pg_sys::ItemPointerData)>) -> Result<bool> {
     let (rel_oid, index_oid) = relations()?;
     // The scan's key is the user alone and the model is compared here, in place: the index's
-    // own check of a second text key on every entry costs more than the rest of the walk. (Only
-    // when the model column's collation is deterministic, so that equality is byte equality.)
-    // SAFETY: syscache lookups of the index's second column (its collation).
+    // own check of a second text key on every entry costs more than the rest of the walk.
+    // SAFETY: as in `active_entries`.
     let bytewise = unsafe {
         let (mut typ, mut typmod, mut collation) = (pg_sys::Oid::INVALID, 0, pg_sys::Oid::INVALID);
         pg_sys::get_atttypetypmodcoll(index_oid, 2, &mut typ, &mut typmod, &mut collation);
@@ -658,41 +1043,10 @@ unsafe fn in_place<'a>(itup: pg_sys::IndexTuple) -> Option<(&'a [u8], i64)> {
     // SAFETY: the caller's promise: the tuple holds the header, two varlenas and an int8 within
     // its size, which is checked before anything past the header is read.
     unsafe {
-        let info = (*itup).t_info as u32;
-        if info & pg_sys::INDEX_NULL_MASK != 0 {
-            return None;
-        }
-        let size = (info & pg_sys::INDEX_SIZE_MASK) as usize;
-        let base = itup as *const u8;
-        let mut off = std::mem::size_of::<pg_sys::IndexTupleData>();
-        let mut model: &[u8] = &[];
-        for column in 0..2 {
-            if off >= size {
-                return None;
-            }
-            if *base.add(off) == 0 {
-                off = (off + 3) & !3;
-            }
-            let p = base.add(off);
-            let first = *p;
-            let (len, header) = if first == 0x01 {
-                return None; // a toast pointer: never in an index
-            } else if first & 0x01 == 0x01 {
-                ((first >> 1) as usize, 1)
-            } else if first & 0x03 == 0x00 {
-                ((p.cast::<u32>().read_unaligned() >> 2) as usize, 4)
-            } else {
-                return None; // compressed in line
-            };
-            if len < header || off + len > size {
-                return None;
-            }
-            if column == 1 {
-                model = std::slice::from_raw_parts(p.add(header), len - header);
-            }
-            off += len;
-        }
-        off = (off + 7) & !7;
+        let (base, size) = key_area(itup)?;
+        let (_, off) = varlena_at(base, std::mem::size_of::<pg_sys::IndexTupleData>(), size)?;
+        let (model, off) = varlena_at(base, off, size)?;
+        let off = (off + 7) & !7;
         if off + 8 > size {
             return None;
         }

@@ -78,6 +78,8 @@ INSERT INTO agent_memory.tasks (user_id, task_id, parent_task_id) VALUES ('task-
 -- Standing instructions (kind 'procedural') never decay, expire or get evicted, and come first.
 SELECT expires_at IS NULL AS never_expires FROM agent_memory.memories WHERE kind = 'procedural' AND user_id = 'ctx-user';
 SELECT agent_memory.memory_retention('procedural', 0.5) IS NULL AS no_retention;
+-- (The session's turns are kept through this pass, whatever the date the test runs on.)
+SET agent_memory.turn_retention = '36500d';
 SET agent_memory.capacity = 1;
 SELECT step FROM agent_memory.memory_forget() WHERE step = 'evict';
 SELECT content, active FROM agent_memory.memories WHERE user_id = 'ctx-user' AND kind = 'procedural';
