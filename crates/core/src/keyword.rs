@@ -43,6 +43,9 @@ pub struct KeywordScan {
     /// document word without one of them cannot match, and is only counted. `None` when a
     /// query word is not ASCII.
     prefixes: Option<Box<[u64; 1024]>>,
+    /// The query terms' low 8 bits, as a 256-bit set: a packed term outside it cannot match and
+    /// needs no search ([`KeywordScan::add_terms`]).
+    term_bits: [u64; 4],
     /// Candidates seen, and their total length in tokens.
     docs: u64,
     total_len: u64,
@@ -83,10 +86,16 @@ impl KeywordScan {
                 }
             }
         }
+        let mut term_bits = [0u64; 4];
+        for t in &terms {
+            let b = (*t & 0xff) as usize;
+            term_bits[b / 64] |= 1 << (b % 64);
+        }
         KeywordScan {
             opts,
             terms,
             prefixes,
+            term_bits,
             docs: 0,
             total_len: 0,
             df: vec![0; n],
@@ -139,6 +148,10 @@ impl KeywordScan {
         self.counts.iter_mut().for_each(|c| *c = 0);
         let mut any = false;
         for (t, c) in terms {
+            let b = (t & 0xff) as usize;
+            if self.term_bits[b / 64] & (1 << (b % 64)) == 0 {
+                continue;
+            }
             if let Ok(i) = self.terms.binary_search(&t) {
                 self.counts[i] = self.counts[i].saturating_add(c);
                 any = true;
