@@ -72,27 +72,27 @@ impl Candidate {
 
     /// `memories.kind`, as SQL reads it.
     pub fn kind_string(&self) -> String {
-        // SAFETY: the datum is the row's `kind`, a non-NULL `text` (see above).
-        unsafe { <String as pgrx::FromDatum>::from_datum(self.kind, false) }.unwrap_or_default()
+        sql_string(Some(self.kind)).unwrap_or_default()
     }
 
     /// `memories.content`, as SQL reads it.
     pub fn content_string(&self) -> String {
-        // SAFETY: the datum is the row's `content`, a non-NULL `text` (see above).
-        unsafe { <String as pgrx::FromDatum>::from_datum(self.content, false) }.unwrap_or_default()
+        sql_string(Some(self.content)).unwrap_or_default()
     }
 
-    /// `memories.subject` and `memories.object`, as SQL reads them.
-    pub fn subject_object_strings(&self) -> (Option<String>, Option<String>) {
-        // SAFETY: the datums are the row's `subject` and `object`, `text` when not NULL.
-        let s = |d: Option<pg_sys::Datum>| d.and_then(|d| unsafe { <String as pgrx::FromDatum>::from_datum(d, false) });
-        (s(self.subject), s(self.object))
+    /// `memories.subject`, as SQL reads it.
+    pub fn subject_string(&self) -> Option<String> {
+        sql_string(self.subject)
     }
 
     /// `memories.predicate`, as SQL reads it.
     pub fn predicate_string(&self) -> Option<String> {
-        // SAFETY: the datum is the row's `predicate`, `text` when not NULL.
-        self.predicate.and_then(|d| unsafe { <String as pgrx::FromDatum>::from_datum(d, false) })
+        sql_string(self.predicate)
+    }
+
+    /// `memories.object`, as SQL reads it.
+    pub fn object_string(&self) -> Option<String> {
+        sql_string(self.object)
     }
 
     /// `memories.predicate`, when not NULL.
@@ -112,6 +112,13 @@ impl Candidate {
         // SAFETY: the datum is the row's `task_id`, of type `text` (see above).
         self.task_id.map(|d| unsafe { crate::vector::text_of(d) })
     }
+}
+
+/// A `text` datum of a candidate (or NULL) as a `String`, converted as SQL's results are.
+fn sql_string(datum: Option<pg_sys::Datum>) -> Option<String> {
+    // SAFETY: the callers pass the datums of `text` columns of the candidate's row, valid while
+    // the candidate is (see above).
+    datum.and_then(|d| unsafe { <String as pgrx::FromDatum>::from_datum(d, false) })
 }
 
 /// The attributes the scan reads, by number.
@@ -489,10 +496,9 @@ unsafe fn candidate(
         let (Some(id), Some(emb), Some(kind), Some(content)) = (get(cols.id), get(cols.emb), get(cols.kind), get(cols.content)) else {
             return None;
         };
-        let kind_datum = kind;
-        let kind: &str = <&str as pgrx::FromDatum>::from_datum(kind, false).unwrap_or("");
+        let kind_name: &str = <&str as pgrx::FromDatum>::from_datum(kind, false).unwrap_or("");
         if let Some(ks) = kinds {
-            if !ks.iter().any(|k| k == kind) {
+            if !ks.iter().any(|k| k == kind_name) {
                 return None;
             }
         }
@@ -501,7 +507,7 @@ unsafe fn candidate(
             id: id.value() as i64,
             importance: get(cols.importance).map(|d| f32::from_bits(d.value() as u32)).unwrap_or(0.0),
             last_hit: get(cols.last_hit_at).map(|d| d.value() as i64).unwrap_or(now),
-            episodic: kind == "episodic",
+            episodic: kind_name == "episodic",
             created: get(cols.created_at).map(|d| d.value() as i64).unwrap_or(now),
             protected: get(cols.protected).map(|d| d.value() != 0).unwrap_or(false),
             archived: get(cols.archived_at).is_some(),
@@ -510,12 +516,12 @@ unsafe fn candidate(
             tid: (*slot).tts_tid,
             emb,
             content,
-            kind: kind_datum,
+            kind,
             subject: get(cols.subject),
             predicate: get(cols.predicate),
             object: get(cols.object),
             object_key: get(cols.object_key),
-            procedural: kind == "procedural",
+            procedural: kind_name == "procedural",
             task_id: get(cols.task_id),
         })
     }
@@ -859,14 +865,7 @@ unsafe fn walk_leaves(
                         let (m, id) = in_place(t)?;
                         // The in-place reading checked once against PostgreSQL's own deforming.
                         if !checked {
-                            let mut values = [pg_sys::Datum::from(0usize); pg_sys::INDEX_MAX_KEYS as usize];
-                            let mut nulls = [false; pg_sys::INDEX_MAX_KEYS as usize];
-                            pg_sys::index_deform_tuple(t, (*index).rd_att, values.as_mut_ptr(), nulls.as_mut_ptr());
-                            if nulls[..3].iter().any(|n| *n)
-                                || crate::vector::bytes_of(values[0]) != user.as_bytes()
-                                || crate::vector::bytes_of(values[1]) != m
-                                || values[2].value() as i64 != id
-                            {
+                            if deformed_key(t, (*index).rd_att) != Some((user.as_bytes(), m, id)) {
                                 return None;
                             }
                             checked = true;
@@ -909,35 +908,43 @@ unsafe fn walk_leaves(
     }
 }
 
+/// Whether column `attno` of an index compares bytewise: its collation is deterministic (or it
+/// has none), so that equality is byte equality.
+fn column_bytewise(index_oid: pg_sys::Oid, attno: i16) -> bool {
+    // SAFETY: syscache lookups of the index's column.
+    unsafe {
+        let (mut typ, mut typmod, mut collation) = (pg_sys::Oid::INVALID, 0, pg_sys::Oid::INVALID);
+        pg_sys::get_atttypetypmodcoll(index_oid, attno, &mut typ, &mut typmod, &mut collation);
+        collation == pg_sys::Oid::INVALID || pg_sys::get_collation_isdeterministic(collation)
+    }
+}
+
 /// [`active_entries`] by reading the index's pages directly ([`walk_leaves`]), when both key
 /// columns compare bytewise and no serializable transaction needs the index AM's predicate
 /// locks; `None` when it does not apply or cannot read a page it meets.
 pub(crate) fn entries_by_walk(
-    index_oid: pg_sys::Oid,
-    model_bytewise: bool,
     user: &str,
     model: &str,
     limit: usize,
     out: &mut Vec<(i64, pg_sys::ItemPointerData)>,
-) -> Option<bool> {
-    // SAFETY: syscache lookups; the index is opened and closed with the lock a SELECT takes.
-    let walked = unsafe {
-        let (mut typ, mut typmod, mut collation) = (pg_sys::Oid::INVALID, 0, pg_sys::Oid::INVALID);
-        pg_sys::get_atttypetypmodcoll(index_oid, 1, &mut typ, &mut typmod, &mut collation);
-        let user_bytewise = collation == pg_sys::Oid::INVALID || pg_sys::get_collation_isdeterministic(collation);
-        if model_bytewise && user_bytewise && pg_sys::XactIsoLevel != pg_sys::XACT_SERIALIZABLE as i32 {
-            let lock = pg_sys::AccessShareLock as pg_sys::LOCKMODE;
-            let index = pg_sys::index_open(index_oid, lock);
-            let natts = (*(*index).rd_index).indnatts;
-            let am_btree = (*index).rd_rel.as_ref().is_some_and(|r| r.relam == pg_sys::BTREE_AM_OID);
-            let r = if natts >= 3 && am_btree { walk_leaves(index, user, model, limit, out) } else { None };
-            pg_sys::index_close(index, lock);
-            r
-        } else {
-            None
-        }
-    };
-    walked
+) -> Result<Option<bool>> {
+    let (_, index_oid) = relations()?;
+    // SAFETY: reads a backend global.
+    let serializable = unsafe { pg_sys::XactIsoLevel } == pg_sys::XACT_SERIALIZABLE as i32;
+    if serializable || !column_bytewise(index_oid, 1) || !column_bytewise(index_oid, 2) {
+        return Ok(None);
+    }
+    // SAFETY: the index is opened and closed with the lock a SELECT takes; `walk_leaves` gets
+    // the open btree index of (user_id, embedding_model, id).
+    unsafe {
+        let lock = pg_sys::AccessShareLock as pg_sys::LOCKMODE;
+        let index = pg_sys::index_open(index_oid, lock);
+        let natts = (*(*index).rd_index).indnatts;
+        let am_btree = (*index).rd_rel.as_ref().is_some_and(|r| r.relam == pg_sys::BTREE_AM_OID);
+        let walked = if natts >= 3 && am_btree { walk_leaves(index, user, model, limit, out) } else { None };
+        pg_sys::index_close(index, lock);
+        Ok(walked)
+    }
 }
 
 /// The entries of `memories_user_model_active` for (user, model): each memory's id and where
@@ -945,17 +952,7 @@ pub(crate) fn entries_by_walk(
 /// visible (deleted, or not yet committed) are included: the caller reads the row to know.
 /// Stops, returning false, before the entry after `limit`.
 pub fn active_entries(user: &str, model: &str, limit: usize, out: &mut Vec<(i64, pg_sys::ItemPointerData)>) -> Result<bool> {
-    let (_, index_oid) = relations()?;
-    // The model is compared in place (only when its column's collation is deterministic, so that
-    // equality is byte equality).
-    // SAFETY: syscache lookups of the index's second column (its collation).
-    let bytewise = unsafe {
-        let (mut typ, mut typmod, mut collation) = (pg_sys::Oid::INVALID, 0, pg_sys::Oid::INVALID);
-        pg_sys::get_atttypetypmodcoll(index_oid, 2, &mut typ, &mut typmod, &mut collation);
-        collation == pg_sys::Oid::INVALID || pg_sys::get_collation_isdeterministic(collation)
-    };
-    let walked = entries_by_walk(index_oid, bytewise, user, model, limit, out);
-    if let Some(complete) = walked {
+    if let Some(complete) = entries_by_walk(user, model, limit, out)? {
         return Ok(complete);
     }
     out.clear();
@@ -965,14 +962,10 @@ pub fn active_entries(user: &str, model: &str, limit: usize, out: &mut Vec<(i64,
 /// [`active_entries`] through the index AM's scan.
 pub(crate) fn entries_by_scan(user: &str, model: &str, limit: usize, out: &mut Vec<(i64, pg_sys::ItemPointerData)>) -> Result<bool> {
     let (rel_oid, index_oid) = relations()?;
-    // The scan's key is the user alone and the model is compared here, in place: the index's
-    // own check of a second text key on every entry costs more than the rest of the walk.
-    // SAFETY: as in `active_entries`.
-    let bytewise = unsafe {
-        let (mut typ, mut typmod, mut collation) = (pg_sys::Oid::INVALID, 0, pg_sys::Oid::INVALID);
-        pg_sys::get_atttypetypmodcoll(index_oid, 2, &mut typ, &mut typmod, &mut collation);
-        collation == pg_sys::Oid::INVALID || pg_sys::get_collation_isdeterministic(collation)
-    };
+    // The scan's key is the user alone and the model is compared here, in place (when its
+    // column compares bytewise): the index's own check of a second text key on every entry costs
+    // more than the rest of the walk.
+    let bytewise = column_bytewise(index_oid, 2);
     // SAFETY: called from a SQL function; the scan is released by `Scan`.
     let s = unsafe { begin_with(rel_oid, index_oid, user, (!bytewise).then_some(model), true)? };
     // SAFETY: index_getnext_tid returns NULL at the end; otherwise `xs_itup` is the index tuple
@@ -982,8 +975,6 @@ pub(crate) fn entries_by_scan(user: &str, model: &str, limit: usize, out: &mut V
         if (*(*s.index).rd_index).indnatts < 3 {
             return Err(missing("index memories_user_model_active on (user_id, embedding_model, id)"));
         }
-        let mut values = [pg_sys::Datum::from(0usize); pg_sys::INDEX_MAX_KEYS as usize];
-        let mut nulls = [false; pg_sys::INDEX_MAX_KEYS as usize];
         let mut read = 0u32;
         // The model and id are read from the index tuple in place (see `in_place`), checked
         // against PostgreSQL's own deforming on the first tuple; if they ever differ, every tuple
@@ -1005,19 +996,12 @@ pub(crate) fn entries_by_scan(user: &str, model: &str, limit: usize, out: &mut V
             let fast = if in_place_ok != Some(false) { in_place(itup) } else { None };
             let entry = match (fast, in_place_ok) {
                 (Some((m, id)), Some(true)) => (m == model.as_bytes()).then_some(id),
-                _ => {
-                    pg_sys::index_deform_tuple(itup, (*s.scan).xs_itupdesc, values.as_mut_ptr(), nulls.as_mut_ptr());
-                    if nulls[1] || nulls[2] {
-                        None
-                    } else {
-                        let m = crate::vector::text_of(values[1]);
-                        let id = values[2].value() as i64;
-                        if in_place_ok.is_none() {
-                            in_place_ok = Some(fast.is_some_and(|(fm, fid)| fm == m.as_bytes() && fid == id));
-                        }
-                        (m == model).then_some(id)
+                _ => deformed_key(itup, (*s.scan).xs_itupdesc).and_then(|(_, m, id)| {
+                    if in_place_ok.is_none() {
+                        in_place_ok = Some(fast == Some((m, id)));
                     }
-                }
+                    (m == model.as_bytes()).then_some(id)
+                }),
             };
             if let Some(id) = entry {
                 if out.len() == limit {
@@ -1030,6 +1014,25 @@ pub(crate) fn entries_by_scan(user: &str, model: &str, limit: usize, out: &mut V
     }
     drop(s);
     Ok(true)
+}
+
+/// The (user_id, embedding_model, id) key of an index tuple of `memories_user_model_active`, as
+/// PostgreSQL deforms it (the check of [`in_place`]); `None` when a column is NULL.
+///
+/// # Safety
+/// `itup` must be an index tuple of that index described by `desc`, valid for `'a`.
+unsafe fn deformed_key<'a>(itup: pg_sys::IndexTuple, desc: pg_sys::TupleDesc) -> Option<(&'a [u8], &'a [u8], i64)> {
+    let mut values = [pg_sys::Datum::from(0usize); pg_sys::INDEX_MAX_KEYS as usize];
+    let mut nulls = [false; pg_sys::INDEX_MAX_KEYS as usize];
+    // SAFETY: the caller's promise; the text datums point into the tuple (or are detoasted into
+    // the call's memory), valid for as long as it is.
+    unsafe {
+        pg_sys::index_deform_tuple(itup, desc, values.as_mut_ptr(), nulls.as_mut_ptr());
+        if nulls[..3].iter().any(|n| *n) {
+            return None;
+        }
+        Some((crate::vector::bytes_of(values[0]), crate::vector::bytes_of(values[1]), values[2].value() as i64))
+    }
 }
 
 /// The model (its bytes) and the id of an index tuple of `memories_user_model_active`, read in

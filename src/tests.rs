@@ -256,10 +256,8 @@ fn the_leaf_walk_finds_the_entries_the_index_scan_finds() {
         for model in ["m2", "other", "none"] {
             for limit in [usize::MAX, 100] {
                 let (mut walked, mut scanned) = (Vec::new(), Vec::new());
-                let index = Spi::get_one::<pgrx::pg_sys::Oid>("SELECT 'agent_memory.memories_user_model_active'::regclass::oid")
+                let a = crate::scan::entries_by_walk(user, model, limit, &mut walked)
                     .unwrap()
-                    .unwrap();
-                let a = crate::scan::entries_by_walk(index, true, user, model, limit, &mut walked)
                     .unwrap_or_else(|| panic!("{user} {model}: the walk applies"));
                 let b = crate::scan::entries_by_scan(user, model, limit, &mut scanned).unwrap();
                 let key = |v: &Vec<(i64, pgrx::pg_sys::ItemPointerData)>| {

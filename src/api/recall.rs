@@ -125,13 +125,12 @@ fn details_at(entries: &[(i64, pgrx::pg_sys::ItemPointerData)], ids: &[i64], out
                 if c.id != id {
                     return Ok(None);
                 }
-                let (subject, object) = c.subject_object_strings();
                 Ok(Some(Details {
                     content: c.content_string(),
                     kind: c.kind_string(),
-                    subject,
+                    subject: c.subject_string(),
                     predicate: c.predicate_string(),
-                    object,
+                    object: c.object_string(),
                     importance: c.importance,
                     created_at: TimestampWithTimeZone::try_from(c.created).ok(),
                 }))
@@ -432,7 +431,6 @@ pub fn recall(user_id: Option<&str>, query: Option<&VectorDatum>, opts: RecallOp
         // memories that can make the vector ranking, and of those whose words the packs cannot
         // count (see api/pack.rs). Task lineage and the recency channel need every row.
         let mut unread = Vec::new();
-        let mut packed_entries = None;
         let packed = if lineage.is_none() && recency.is_none() && gucs::packed_recall() {
             let mut side = keyword.as_mut().map(|scan| crate::api::pack::KeywordSide {
                 scan,
@@ -451,15 +449,12 @@ pub fn recall(user_id: Option<&str>, query: Option<&VectorDatum>, opts: RecallOp
                 side.as_mut(),
             )?;
             unread = side.map(|s| s.unread).unwrap_or_default();
-            n.map(|p| {
-                packed_entries = Some(p.entries);
-                p.read
-            })
+            n
         } else {
             None
         };
-        if let Some(n) = packed {
-            seen = n;
+        if let Some(p) = &packed {
+            seen = p.read;
         }
         let complete = packed.is_some()
             || crate::scan::for_each_candidate(user, &model, kinds.as_deref(), now, |c| {
@@ -573,8 +568,8 @@ pub fn recall(user_id: Option<&str>, query: Option<&VectorDatum>, opts: RecallOp
         // Without a touch, the results' rows are read again where the packed ranking found them
         // (the versions this statement sees); any other call, and any id not found there, asks SQL.
         if !touching {
-            if let Some(entries) = &packed_entries {
-                details_at(entries, &ids, &mut details)?;
+            if let Some(p) = &packed {
+                details_at(&p.entries, &ids, &mut details)?;
             }
         }
         let asked: Vec<i64> = ids.iter().copied().filter(|id| !details.contains_key(id)).collect();
