@@ -1066,9 +1066,16 @@ pub struct Fetcher {
     snapshot: pg_sys::Snapshot,
     cols: Columns,
     max_attr: i32,
-    /// The visibility map's page last read by [`Fetcher::all_visible`] (pinned).
+    /// The visibility map's page last read by [`Fetcher::all_visible`] (pinned), and which
+    /// page of the map it is.
     vm: pg_sys::Buffer,
+    vm_block: u32,
 }
+
+/// Heap pages per page of the visibility map (two bits each), and where a map page's bits
+/// start: as `visibilitymap.c` lays them out.
+const VM_CONTENTS: usize = std::mem::offset_of!(pg_sys::PageHeaderData, pd_linp).next_multiple_of(8);
+const VM_HEAP_BLOCKS_PER_PAGE: u32 = ((pg_sys::BLCKSZ as usize - VM_CONTENTS) * 4) as u32;
 
 impl Fetcher {
     pub fn new() -> Result<Fetcher> {
@@ -1088,6 +1095,7 @@ impl Fetcher {
                 cols,
                 max_attr,
                 vm: pg_sys::InvalidBuffer as pg_sys::Buffer,
+                vm_block: u32::MAX,
             };
             f.fetch = pg_sys::table_index_fetch_begin(rel);
             f.slot = pg_sys::table_slot_create(rel, std::ptr::null_mut());
@@ -1127,9 +1135,21 @@ impl Fetcher {
     /// any change to the page clears it).
     pub fn all_visible(&mut self, tid: &pg_sys::ItemPointerData) -> bool {
         let block = ((tid.ip_blkid.bi_hi as u32) << 16) | tid.ip_blkid.bi_lo as u32;
+        let map_block = block / VM_HEAP_BLOCKS_PER_PAGE;
+        if map_block == self.vm_block {
+            // The map's page is pinned: its two bits are read in place, without a lock, as
+            // `visibilitymap_get_status` reads them (a byte is read whole).
+            let at = (block % VM_HEAP_BLOCKS_PER_PAGE) as usize;
+            // SAFETY: `vm` is pinned (it was read for `vm_block`), and the byte is inside its page.
+            let byte = unsafe { std::ptr::read_volatile((pg_sys::BufferGetPage(self.vm) as *const u8).add(VM_CONTENTS + at / 4)) };
+            return (byte >> (2 * (at % 4))) as u32 & pg_sys::VISIBILITYMAP_ALL_VISIBLE != 0;
+        }
         // SAFETY: the table is open; the map's page stays pinned in `vm` until the next call or
         // the end (Drop releases it).
-        unsafe { pg_sys::visibilitymap_get_status(self.rel, block, &mut self.vm) as u32 & pg_sys::VISIBILITYMAP_ALL_VISIBLE != 0 }
+        let status = unsafe { pg_sys::visibilitymap_get_status(self.rel, block, &mut self.vm) };
+        // A map too short for the block leaves `vm` unpinned (and the page not all-visible).
+        self.vm_block = if self.vm != pg_sys::InvalidBuffer as pg_sys::Buffer { map_block } else { u32::MAX };
+        status as u32 & pg_sys::VISIBILITYMAP_ALL_VISIBLE != 0
     }
 }
 

@@ -340,7 +340,31 @@ VACUUM agent_memory.memories;
 SELECT pg_temp.hybrid_differences();
 SELECT content LIKE 'word1 %' AS long_text_found
   FROM agent_memory.memory_recall('kw-user', NULL::vector, 1, model => 'p32', query_text => 'word1999', touch => false);
-DROP TABLE kw_moved, kw_archived;
+-- The visibility map alone keeps a changed row from being counted from its pack: with the
+-- triggers off there is no stale mark, and one memory is deleted on every other heap page of
+-- the user. Those pages are no longer visible to all, so their memories are read from the rows
+-- (a deleted one is no candidate); the pages between them are still counted from the packs.
+-- The packed rankings are taken first: reading every row through the index marks the deleted
+-- rows' entries dead, and later calls would not meet them.
+CREATE TABLE kw_hidden AS
+SELECT DISTINCT ON ((ctid::text::point)[0]) id FROM agent_memory.memories
+ WHERE user_id = 'kw-user' AND active AND (ctid::text::point)[0]::int % 2 = 1
+   AND content ~ '(hiking|refund|coffee|guitar|doctor|birthday|flight|project)'
+ ORDER BY (ctid::text::point)[0], id;
+SELECT count(*) >= 3 AS pages FROM kw_hidden;
+SET session_replication_role = replica;
+DELETE FROM agent_memory.memories WHERE id IN (SELECT id FROM kw_hidden);
+RESET session_replication_role;
+SELECT count(*) AS stale FROM agent_memory.memory_pack_stale WHERE user_id = 'kw-user';
+CREATE TABLE kw_hidden_packed AS
+SELECT i, qv, txt, pg_temp.hybrid(true, qv, txt, 5, NULL, true, NULL) AS ranking
+  FROM (SELECT i, CASE WHEN i % 2 = 0 THEN NULL ELSE q END AS qv,
+               (ARRAY['the refund for the parcel I ordered', 'hiking trip', 'coffee or tea?', 'doctor appointment deadline',
+                      'birthday gift books', 'flight and hotel', 'guitar lessons movie', 'projects meetings'])[1 + i % 8] AS txt
+          FROM pack_q WHERE i <= 8) x;
+SELECT count(*) AS questions, count(*) FILTER (WHERE ranking IS DISTINCT FROM pg_temp.hybrid(false, qv, txt, 5, NULL, true, NULL)) AS differences
+  FROM kw_hidden_packed;
+DROP TABLE kw_moved, kw_archived, kw_hidden, kw_hidden_packed;
 
 SELECT agent_memory.revoke_access('pack_reader');
 SELECT agent_memory.revoke_access('pack_admin');

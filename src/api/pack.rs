@@ -63,11 +63,9 @@ pub(crate) struct KeywordSide<'a> {
     /// rows for the others.
     pub scan: &'a mut agent_memory_core::keyword::KeywordScan,
     /// The exact similarity of every memory read (hybrid results show it); `None` for a
-    /// keyword-only call.
+    /// keyword-only call. A memory counted from its pack is not in it: a hybrid result among them has its
+    /// similarity read afterwards ([`similarities_of`]), from its place in [`Packed::entries`].
     pub similarities: Option<&'a mut Vec<(i64, f32)>>,
-    /// The memories counted from their packs, by id, with their places: a hybrid result among
-    /// them has its similarity read afterwards ([`similarities_of`]).
-    pub unread: Vec<(i64, pg_sys::ItemPointerData)>,
 }
 
 /// What [`rank_packed`] did: how many rows it read, and the user's index entries (id and place of
@@ -118,6 +116,12 @@ pub(crate) fn rank_packed(
         return Ok(None);
     }
     let mut covered = vec![false; entries.len()];
+    // Sized once: these grow with the user's memories, and a vector doubling its way up copies
+    // and faults in its pages again.
+    bounded.reserve(if vector { entries.len() } else { 0 });
+    if let Some(kw) = keyword.as_mut() {
+        kw.scan.reserve(entries.len());
+    }
     let stale = crate::scan::stale_ids(user, model)?;
     let mut fetcher = crate::scan::Fetcher::new()?;
     let kind_codes: Option<Vec<u8>> = kinds.map(|ks| ks.iter().map(|k| kind_code(k)).collect());
@@ -163,7 +167,6 @@ pub(crate) fn rank_packed(
                         continue;
                     }
                     kw.scan.add_terms(id, f.len, f.terms());
-                    kw.unread.push(entries[start]);
                 }
                 covered[start..end].iter_mut().for_each(|c| *c = true);
                 if !vector {
@@ -250,8 +253,8 @@ pub(crate) fn rank_packed(
     Ok(Some(Packed { read, entries }))
 }
 
-/// The exact similarity to `q` of the memories at `places` (visible rows, from
-/// [`KeywordSide::unread`]), by id.
+/// The exact similarity to `q` of the memories at `places` (visible rows: memories counted from
+/// their packs, found in [`Packed::entries`]), by id.
 pub(crate) fn similarities_of(places: &[(i64, pg_sys::ItemPointerData)], q: &[f32], model: &str) -> Result<Vec<(i64, f32)>> {
     let mut out = Vec::with_capacity(places.len());
     if places.is_empty() {

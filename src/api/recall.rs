@@ -430,14 +430,12 @@ pub fn recall(user_id: Option<&str>, query: Option<&VectorDatum>, opts: RecallOp
         // A call reads the user's packs when there are some, and the exact rows only of the
         // memories that can make the vector ranking, and of those whose words the packs cannot
         // count (see api/pack.rs). Task lineage and the recency channel need every row.
-        let mut unread = Vec::new();
         let packed = if lineage.is_none() && recency.is_none() && gucs::packed_recall() {
             let mut side = keyword.as_mut().map(|scan| crate::api::pack::KeywordSide {
                 scan,
                 similarities: (channels == Channels::Hybrid).then_some(&mut similarities),
-                unread: Vec::new(),
             });
-            let n = crate::api::pack::rank_packed(
+            crate::api::pack::rank_packed(
                 user,
                 &model,
                 kinds.as_deref(),
@@ -447,9 +445,7 @@ pub fn recall(user_id: Option<&str>, query: Option<&VectorDatum>, opts: RecallOp
                 now,
                 &mut vector,
                 side.as_mut(),
-            )?;
-            unread = side.map(|s| s.unread).unwrap_or_default();
-            n
+            )?
         } else {
             None
         };
@@ -532,13 +528,13 @@ pub fn recall(user_id: Option<&str>, query: Option<&VectorDatum>, opts: RecallOp
                 let mut fused = agent_memory_core::keyword::rrf(&lists, gucs::rrf_k());
                 fused.truncate(k);
                 similarities.sort_unstable_by_key(|p| p.0);
-                // The similarity of a result counted from its pack, and not read.
-                if !unread.is_empty() {
-                    unread.sort_unstable_by_key(|p| p.0);
+                // The similarity of a result counted from its pack, and not read: its row is
+                // where its (one) index entry points.
+                if let Some(p) = &packed {
                     let missing: Vec<_> = fused
                         .iter()
                         .filter(|f| similarities.binary_search_by_key(&f.id, |p| p.0).is_err())
-                        .filter_map(|f| unread.binary_search_by_key(&f.id, |p| p.0).ok().map(|i| unread[i]))
+                        .filter_map(|f| p.entries.binary_search_by_key(&f.id, |e| e.0).ok().map(|i| p.entries[i]))
                         .collect();
                     similarities.extend(crate::api::pack::similarities_of(&missing, &q, &model)?);
                     similarities.sort_unstable_by_key(|p| p.0);

@@ -105,6 +105,12 @@ impl KeywordScan {
         }
     }
 
+    /// Makes room for the statistics of up to `candidates` candidates at once.
+    pub fn reserve(&mut self, candidates: usize) {
+        self.matched.reserve(candidates);
+        self.tf.reserve(candidates);
+    }
+
     /// Whether the query has any term at all.
     pub fn has_terms(&self) -> bool {
         !self.terms.is_empty()
