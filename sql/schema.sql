@@ -145,9 +145,10 @@ CREATE INDEX memories_active_facts ON agent_memory.memories (user_id, embedding_
 CREATE INDEX memories_active_episodes ON agent_memory.memories (created_at) WHERE active AND kind = 'episodic';
 
 -- Recall's packed embeddings: a user's embeddings of one model quantised to 8 bits, a page of
--- them per row (part 'embeddings'), and beside each such row the keyword facts of the same
--- memories (part 'words': length, terms, kind, archiving, end of validity), read only when recall
--- counts words; crates/core/src/pack.rs has the formats and the bounds. A cache, rebuilt by the
+-- them per row (part 'embeddings'), and the keyword facts of the same memories in the same order
+-- (part 'words': length, kind, archiving, end of validity, and a dictionary of their terms with
+-- each term's memories and counts), read only when recall counts words; crates/core/src/pack.rs
+-- has the formats and the bounds. A cache, rebuilt by the
 -- background worker (and memory_pack): recall reads the exact row of every memory a pack does
 -- not cover or cannot rule out, so results are the same with or without packs. Not dumped: a
 -- restored database rebuilds them.
@@ -165,7 +166,7 @@ CREATE TABLE agent_memory.memory_packs (
 -- In the row, uncompressed: one page read per pack.
 ALTER TABLE agent_memory.memory_packs ALTER COLUMN payload SET STORAGE PLAIN;
 COMMENT ON TABLE agent_memory.memory_packs IS
-    'Recall''s packed embeddings (8-bit, many memories per row) and, beside each row, the same memories'' keyword facts; rebuilt by the background worker and memory_pack. A cache: recall stays exact without it.';
+    'Recall''s packed embeddings (8-bit, many memories per row) and the same memories'' keyword facts (an inverted index of their words per row); rebuilt by the background worker and memory_pack. A cache: recall stays exact without it.';
 
 -- One row per packed user and model: how many memories its packs hold, up to which id, and
 -- when they were built. The delete trigger, the purge and the worker read this, never the packs.

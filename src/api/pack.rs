@@ -125,21 +125,22 @@ pub(crate) fn rank_packed(
     let stale = crate::scan::stale_ids(user, model)?;
     let mut fetcher = crate::scan::Fetcher::new()?;
     let kind_codes: Option<Vec<u8>> = kinds.map(|ks| ks.iter().map(|k| kind_code(k)).collect());
-    // The words packs go with the embedding packs one for one, in the same order.
+    // The words packs hold the same memories in the same order, more of them to a pack.
     let mut words = match keyword {
         Some(_) => crate::scan::PackCursor::open(user, model, PART_WORDS)?,
         None => None,
     };
+    let mut reader = core_pack::WordsReader::default();
+    if words.is_none() {
+        reader.finish();
+    }
     let mut bytes = Some(first);
     while let Some(b) = bytes.take() {
-        let pack = core_pack::Pack::parse(b);
-        let facts_of = words.as_mut().and_then(|w| w.next_pack()).and_then(core_pack::Words::parse);
         // A pack of another format: its memories stay uncovered and are read exactly.
-        if let Some(pack) = pack {
+        if let Some(pack) = core_pack::Pack::parse(b) {
             if vector && pack.dims() != q.len() {
                 return Err(crate::api::recall::dimension_mismatch(q.len(), model, pack.dims()));
             }
-            let facts_of = facts_of.filter(|w| keyword.as_ref().is_some_and(|k| w.options() == k.scan.options()));
             for i in 0..pack.len() {
                 let id = pack.id(i);
                 // Packs and entries both come in id order: the match is most often right after
@@ -155,18 +156,28 @@ pub(crate) fn rank_packed(
                     continue;
                 }
                 if let Some(kw) = keyword.as_mut() {
-                    let facts = facts_of
-                        .and_then(|w| w.facts(i))
-                        .filter(|f| f.id == id && end == start + 1 && fetcher.all_visible(&entries[start].1));
+                    let found = loop {
+                        match reader.lookup(id) {
+                            core_pack::Lookup::NeedPack => match words.as_mut().and_then(|w| w.next_pack()) {
+                                Some(b) => reader.load(b, kw.scan.query_terms(), kw.scan.options()),
+                                None => reader.finish(),
+                            },
+                            core_pack::Lookup::Found(at) => break Some(at),
+                            core_pack::Lookup::Missing => break None,
+                        }
+                    };
                     // Not countable from the pack: the row is read, for both channels.
-                    let Some(f) = facts else { continue };
+                    let Some(at) = found.filter(|_| end == start + 1 && fetcher.all_visible(&entries[start].1)) else {
+                        continue;
+                    };
                     covered[start] = true;
+                    let f = reader.facts_at(at);
                     let wanted = kind_codes.as_ref().is_none_or(|ks| ks.contains(&f.kind));
                     if !wanted || (f.archived && !include_archived) || f.ends_at <= now {
                         // Not a candidate of this call, in either channel.
                         continue;
                     }
-                    kw.scan.add_terms(id, f.len, f.terms());
+                    kw.scan.add_counted(id, f.len, reader.counts_at(at));
                 }
                 covered[start..end].iter_mut().for_each(|c| *c = true);
                 if !vector {
@@ -317,55 +328,66 @@ UNION ALL \
 SELECT 1, s.id, NULL, NULL, s.ctid, NULL, NULL, NULL, NULL \
   FROM agent_memory.memory_pack_stale s WHERE s.user_id = $1 AND s.embedding_model = $2 \
 ORDER BY 1, 2";
-/// Each pack goes in as two rows: its embeddings, and the words of the same memories.
+/// The packs of embeddings, and the packs of words of the same memories (numbered on their own).
 const INSERT_PACKS: &str = "\
 INSERT INTO agent_memory.memory_packs (user_id, embedding_model, part, pack_no, memories, last_id, payload) \
-SELECT $1, $2, x.part, $6 + p.n - 1, p.memories, p.last_id, x.payload \
-  FROM unnest($3::bytea[], $7::bytea[], $4::integer[], $5::bigint[]) WITH ORDINALITY AS p(embeddings, words, memories, last_id, n), \
-       LATERAL (VALUES ('embeddings', p.embeddings), ('words', p.words)) AS x(part, payload)";
+SELECT $1, $2, 'embeddings', $6 + p.n - 1, p.memories, p.last_id, p.payload \
+  FROM unnest($3::bytea[], $4::integer[], $5::bigint[]) WITH ORDINALITY AS p(payload, memories, last_id, n) \
+UNION ALL \
+SELECT $1, $2, 'words', $10 + p.n - 1, p.memories, p.last_id, p.payload \
+  FROM unnest($7::bytea[], $8::integer[], $9::bigint[]) WITH ORDINALITY AS p(payload, memories, last_id, n)";
 /// Packs written per statement while a rebuild reads on.
 const FLUSH_PACKS: usize = 64;
 
-/// Packs made and not yet written, and how many were written before them.
+/// Packs of one part made and not yet written, and how many were written before them.
 #[derive(Default)]
-struct PackRows {
-    embeddings: Vec<Vec<u8>>,
-    words: Vec<Vec<u8>>,
+struct PartRows {
+    payloads: Vec<Vec<u8>>,
     counts: Vec<i32>,
     last_ids: Vec<i64>,
     written: i32,
 }
 
-impl PackRows {
-    fn push(&mut self, (e, w): (PackWriter, core_pack::WordsWriter), last_id: i64) {
-        if !e.is_empty() {
-            self.counts.push(e.len() as i32);
-            self.last_ids.push(last_id);
-            self.embeddings.push(e.finish());
-            self.words.push(w.finish());
-        }
+impl PartRows {
+    fn push(&mut self, payload: Vec<u8>, memories: usize, last_id: i64) {
+        self.counts.push(memories as i32);
+        self.last_ids.push(last_id);
+        self.payloads.push(payload);
     }
 
+    /// The arguments of [`INSERT_PACKS`] for this part; the packs count as written.
+    fn take(&mut self) -> [pgrx::datum::DatumWithOid<'static>; 4] {
+        let first = self.written;
+        self.written += self.payloads.len() as i32;
+        [
+            std::mem::take(&mut self.payloads).into(),
+            std::mem::take(&mut self.counts).into(),
+            std::mem::take(&mut self.last_ids).into(),
+            first.into(),
+        ]
+    }
+}
+
+/// The packs of both parts made and not yet written.
+#[derive(Default)]
+struct PackRows {
+    embeddings: PartRows,
+    words: PartRows,
+}
+
+impl PackRows {
     fn pending(&self) -> usize {
-        self.embeddings.len()
+        self.embeddings.payloads.len() + self.words.payloads.len()
     }
 
     fn write(&mut self, client: &mut SpiClient<'_>, user: &str, model: &str) -> Result<()> {
-        if self.embeddings.is_empty() {
+        if self.pending() == 0 {
             return Ok(());
         }
-        let n = self.embeddings.len() as i32;
-        let args = [
-            user.into(),
-            model.into(),
-            std::mem::take(&mut self.embeddings).into(),
-            std::mem::take(&mut self.counts).into(),
-            std::mem::take(&mut self.last_ids).into(),
-            self.written.into(),
-            std::mem::take(&mut self.words).into(),
-        ];
+        let [e_packs, e_counts, e_last, e_first] = self.embeddings.take();
+        let [w_packs, w_counts, w_last, w_first] = self.words.take();
+        let args = [user.into(), model.into(), e_packs, e_counts, e_last, e_first, w_packs, w_counts, w_last, w_first];
         client.update(INSERT_PACKS, None, &args).map_err(spi("writing the packs"))?;
-        self.written += n;
         Ok(())
     }
 }
@@ -395,10 +417,11 @@ pub fn build(client: &mut SpiClient<'_>, user: &str, model: &str) -> Result<i64>
     let budget = payload_budget(user, model);
     let mut out = PackRows::default();
     let mut marks: Vec<pg_sys::ItemPointerData> = Vec::new();
-    let mut writer: Option<(PackWriter, core_pack::WordsWriter)> = None;
+    let mut writer: Option<PackWriter> = None;
     let tokenizer = gucs::tokenizer();
-    // Memories per pack: as many as fit a page, and whose facts fit the words row (known from
-    // the first row: one model, one dimension).
+    let mut words = core_pack::WordsWriter::new(tokenizer, budget);
+    // Memories per pack of embeddings: as many as fit a page (known from the first row: one
+    // model, one dimension).
     let mut capacity = 0usize;
     let mut packed = 0i64;
     let mut too_wide = false;
@@ -429,7 +452,7 @@ pub fn build(client: &mut SpiClient<'_>, user: &str, model: &str) -> Result<i64>
                     continue;
                 }
                 if capacity == 0 {
-                    capacity = core_pack::capacity(emb.dims(), budget).min(core_pack::words_capacity(budget));
+                    capacity = core_pack::capacity(emb.dims(), budget);
                     if capacity == 0 {
                         // Embeddings too wide for a page: no packs for this model (the stale
                         // marks are still read, and cleared).
@@ -450,19 +473,25 @@ pub fn build(client: &mut SpiClient<'_>, user: &str, model: &str) -> Result<i64>
                     ends_at: ends_at.map_or(i64::MAX, |t| t.into_inner()),
                 };
                 let q = emb.with_f32(&mut scratch, core_pack::quantize);
-                // A pack is full at `capacity` memories, or when the words row has no room left
-                // for this memory's terms (unless no words row could hold them: then the memory
-                // goes in without them, and its row is read when words are counted).
-                if writer.as_ref().is_some_and(|(e, w)| e.len() >= capacity || (!w.fits(terms.len()) && w.fits_empty(terms.len()))) {
-                    out.push(writer.take().expect("a writer"), last_id);
+                if writer.as_ref().is_some_and(|e| e.len() >= capacity) {
+                    let e = writer.take().expect("a writer");
+                    out.embeddings.push(e.finish(), capacity, last_id);
                 }
-                let (e, w) = writer.get_or_insert_with(|| {
-                    (PackWriter::new(q.codes.len(), capacity), core_pack::WordsWriter::new(tokenizer, budget, capacity))
-                });
-                e.push(id, importance, &q);
-                // Terms that do not fit the words row are left out: the row is read when words are
-                // counted.
-                w.push(id, Some(&facts));
+                writer.get_or_insert_with(|| PackWriter::new(q.codes.len(), capacity)).push(id, importance, &q);
+                // A words pack is full when this memory's facts, or its terms, do not fit it (terms
+                // that no words pack could hold are left out: the row is read when words are
+                // counted).
+                if !words.push(id, Some(&facts)) {
+                    let full = std::mem::replace(&mut words, core_pack::WordsWriter::new(tokenizer, budget));
+                    let n = full.len();
+                    out.words.push(full.finish(), n, last_id);
+                    if !words.push(id, Some(&facts)) {
+                        return Err(MemoryError::new(
+                            PgSqlErrorCode::ERRCODE_INTERNAL_ERROR,
+                            "a memory's facts do not fit an empty words pack",
+                        ));
+                    }
+                }
                 last_id = id;
                 packed += 1;
             }
@@ -472,8 +501,13 @@ pub fn build(client: &mut SpiClient<'_>, user: &str, model: &str) -> Result<i64>
             }
         }
     }
-    if let Some(pair) = writer.take() {
-        out.push(pair, last_id);
+    if let Some(e) = writer.take().filter(|e| !e.is_empty()) {
+        let n = e.len();
+        out.embeddings.push(e.finish(), n, last_id);
+    }
+    if !words.is_empty() {
+        let n = words.len();
+        out.words.push(words.finish(), n, last_id);
     }
     out.write(client, user, model)?;
     if packed > 0 {

@@ -43,9 +43,6 @@ pub struct KeywordScan {
     /// document word without one of them cannot match, and is only counted. `None` when a
     /// query word is not ASCII.
     prefixes: Option<Box<[u64; 1024]>>,
-    /// The query terms' low 8 bits, as a 256-bit set: a packed term outside it cannot match and
-    /// needs no search ([`KeywordScan::add_terms`]).
-    term_bits: [u64; 4],
     /// Candidates seen, and their total length in tokens.
     docs: u64,
     total_len: u64,
@@ -86,16 +83,10 @@ impl KeywordScan {
                 }
             }
         }
-        let mut term_bits = [0u64; 4];
-        for t in &terms {
-            let b = (*t & 0xff) as usize;
-            term_bits[b / 64] |= 1 << (b % 64);
-        }
         KeywordScan {
             opts,
             terms,
             prefixes,
-            term_bits,
             docs: 0,
             total_len: 0,
             df: vec![0; n],
@@ -141,36 +132,34 @@ impl KeywordScan {
         });
         self.total_len += len as u64;
         if any {
-            self.push_matched(id, len);
+            let counts = std::mem::take(&mut self.counts);
+            self.push_matched(id, len, &counts);
+            self.counts = counts;
         }
     }
 
-    /// Counts one candidate from its terms as [`doc_terms`] gives them (a packed copy of the
-    /// text's tokens): the same statistics as [`KeywordScan::add`] with the text itself, when
-    /// the tokenizer options are the same.
-    pub fn add_terms(&mut self, id: i64, len: u32, terms: impl Iterator<Item = (u64, u16)>) {
+    /// The query's distinct terms, ascending: the order of the counts
+    /// [`KeywordScan::add_counted`] takes.
+    pub fn query_terms(&self) -> &[u64] {
+        &self.terms
+    }
+
+    /// Counts one candidate of `len` tokens from the counts of the query's terms in it, in the
+    /// order of [`KeywordScan::query_terms`]: the same statistics as [`KeywordScan::add`] with its
+    /// text, when the counts are those of [`doc_terms`] of that text with this scan's tokenizer
+    /// options (as a words pack keeps them, see [`crate::pack::Words::count_terms`]).
+    pub fn add_counted(&mut self, id: i64, len: u32, counts: &[u16]) {
+        debug_assert_eq!(counts.len(), self.terms.len());
         self.docs += 1;
         self.total_len += len as u64;
-        self.counts.iter_mut().for_each(|c| *c = 0);
-        let mut any = false;
-        for (t, c) in terms {
-            let b = (t & 0xff) as usize;
-            if self.term_bits[b / 64] & (1 << (b % 64)) == 0 {
-                continue;
-            }
-            if let Ok(i) = self.terms.binary_search(&t) {
-                self.counts[i] = self.counts[i].saturating_add(c);
-                any = true;
-            }
-        }
-        if any {
-            self.push_matched(id, len);
+        if counts.iter().any(|&c| c > 0) {
+            self.push_matched(id, len, counts);
         }
     }
 
-    fn push_matched(&mut self, id: i64, len: u32) {
+    fn push_matched(&mut self, id: i64, len: u32, counts: &[u16]) {
         let tf_at = self.tf.len() as u32;
-        for (i, c) in self.counts.iter().enumerate().filter(|(_, c)| **c > 0) {
+        for (i, c) in counts.iter().enumerate().filter(|(_, c)| **c > 0) {
             self.df[i] += 1;
             self.tf.push((i as u16, *c));
         }
@@ -333,10 +322,28 @@ mod tests {
             for query in ["When did I ask about the refund for the parcel order?", "上海 café", "Über 2024 orders", "it's"] {
                 let mut by_text = KeywordScan::new(query, opts);
                 let mut by_terms = KeywordScan::new(query, opts);
+                // The words packs' way: each document's terms in a pack, the query's terms
+                // counted in all of a pack's documents at once.
+                let mut packs = vec![crate::pack::WordsWriter::new(opts, 2000)];
                 for (id, t) in &docs {
                     by_text.add(*id, t);
                     let (len, terms) = doc_terms(t, opts);
-                    by_terms.add_terms(*id, len, terms.into_iter());
+                    let facts = crate::pack::KeywordFacts { len, terms: &terms, kind: 0, archived: false, ends_at: 0 };
+                    if !packs.last_mut().unwrap().push(*id, Some(&facts)) {
+                        packs.push(crate::pack::WordsWriter::new(opts, 2000));
+                        assert!(packs.last_mut().unwrap().push(*id, Some(&facts)));
+                    }
+                }
+                assert!(packs.len() > 3, "several packs");
+                let mut counts = Vec::new();
+                for bytes in packs.into_iter().map(|w| w.finish()) {
+                    let w = crate::pack::Words::parse(&bytes).unwrap();
+                    w.count_terms(by_terms.query_terms(), &mut counts);
+                    let n = by_terms.query_terms().len();
+                    for i in 0..w.len() {
+                        let f = w.facts(i).expect("terms kept");
+                        by_terms.add_counted(f.id, f.len, &counts[i * n..(i + 1) * n]);
+                    }
                 }
                 let p = Bm25Params::default();
                 assert_eq!(by_text.documents(), by_terms.documents());

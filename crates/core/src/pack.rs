@@ -18,13 +18,16 @@
 //! ascending id, each `id i64, importance f32, scale f32, norm f32, error f32, codes [i8; dims]`,
 //! little-endian.
 //!
-//! Beside each pack, a words pack ([`WordsWriter`], [`Words`]) holds the keyword facts of the
-//! same memories in the same order: what the keyword channel of recall counts and filters by
-//! (length, distinct terms with their counts, kind, archiving, end of validity), so that hybrid
-//! recall can count a memory's words without reading its row. A 12-byte header (format, flags:
-//! the tokenizer options, count, number of terms), then `count` facts (`id i64, len u32,
-//! first term u32, terms u16, kind u8, flags u8, ends_at i64`), then the terms (`token u64,
-//! count u16` each; see [`crate::keyword::doc_terms`]). Vector-only recall never reads them.
+//! Words packs ([`WordsWriter`], [`Words`]) hold the keyword facts of the same memories in the
+//! same order, as many to a pack as fit: what the keyword channel of recall counts and filters
+//! by (length, distinct terms with their counts, kind, archiving, end of validity), so that
+//! hybrid recall can count a memory's words without reading its row. Each is inverted, so a
+//! question's few terms are looked up rather than every memory's terms read: a 16-byte header
+//! (format, flags: the tokenizer options, memories, terms, postings), then each memory's facts
+//! (`id i64, len u32, kind u8, flags u8, 2 bytes, ends_at i64`), then the pack's distinct terms
+//! in ascending order (`token u64, first posting u32`; see [`crate::keyword::doc_terms`]), then
+//! the postings (`memory's place u16, count u16`), term by term. Vector-only recall never reads
+//! them.
 
 /// The format byte of packs this code writes.
 use crate::text::TokenizerOptions;
@@ -195,19 +198,19 @@ impl<'a> Pack<'a> {
 }
 
 /// The format byte of words packs this code writes.
-pub const WORDS_FORMAT: u8 = 1;
-const WORDS_HEADER: usize = 12;
-const FACTS: usize = 28;
-const TERM: usize = 10;
+pub const WORDS_FORMAT: u8 = 2;
+const WORDS_HEADER: usize = 16;
+const FACTS: usize = 24;
+/// A dictionary entry: the term and where its postings start.
+const DICT_ENTRY: usize = 12;
+/// A posting: the memory's place in the words pack and the term's count in it.
+const POSTING: usize = 4;
 /// The `len` of a memory whose terms are not in the words pack (they did not fit).
 const NO_TERMS: u32 = u32::MAX;
 const FLAG_STOP_WORDS: u8 = 1;
 const FLAG_STEM: u8 = 2;
-
-/// How many memories' facts (without terms) fit in a words pack of at most `max_bytes`.
-pub fn words_capacity(max_bytes: usize) -> usize {
-    max_bytes.saturating_sub(WORDS_HEADER) / FACTS
-}
+/// Memories per words pack at most: a posting names its memory in 16 bits.
+const WORDS_MAX_MEMORIES: usize = u16::MAX as usize;
 
 /// What the keyword channel needs of a memory besides its embedding: its length in tokens, its
 /// distinct tokens with their counts (sorted), and the columns recall filters by.
@@ -223,72 +226,73 @@ pub struct KeywordFacts<'a> {
     pub ends_at: i64,
 }
 
-/// Builds one words pack of up to `capacity` memories, up to a size in bytes: the room for
-/// every memory's fixed facts is kept, and terms fill what is left, first come first served.
+/// Builds one words pack, up to a size in bytes. Memories go in in id order (as in the
+/// embedding packs) until the next one does not fit: then [`WordsWriter::push`] says so, and the
+/// caller finishes this pack and starts another.
 pub struct WordsWriter {
     opts: TokenizerOptions,
     max_bytes: usize,
-    capacity: usize,
     count: u32,
     facts: Vec<u8>,
-    terms: Vec<u8>,
+    /// Each term's postings: (memory's place, count).
+    postings: std::collections::BTreeMap<u64, Vec<(u16, u16)>>,
+    posted: usize,
 }
 
 impl WordsWriter {
-    /// A words pack for at most `capacity` memories (at most [`words_capacity`] of `max_bytes`).
-    pub fn new(opts: TokenizerOptions, max_bytes: usize, capacity: usize) -> Self {
-        WordsWriter { opts, max_bytes, capacity, count: 0, facts: Vec::new(), terms: Vec::new() }
+    /// A words pack of at most `max_bytes`.
+    pub fn new(opts: TokenizerOptions, max_bytes: usize) -> Self {
+        WordsWriter { opts, max_bytes, count: 0, facts: Vec::new(), postings: Default::default(), posted: 0 }
     }
 
     fn size(&self) -> usize {
-        WORDS_HEADER + self.facts.len() + self.terms.len()
+        WORDS_HEADER + self.facts.len() + self.postings.len() * DICT_ENTRY + self.posted * POSTING
     }
 
-    /// The bytes left for terms, with the fixed facts of every memory still to come kept aside.
-    fn room(&self) -> usize {
-        let reserved = WORDS_HEADER + self.capacity.max(self.count as usize + 1) * FACTS;
-        self.max_bytes.saturating_sub(reserved + self.terms.len())
+    /// Whether a memory with `terms` would be kept with its terms by an empty pack of this size.
+    fn fits_empty(&self, terms: usize) -> bool {
+        WORDS_HEADER + FACTS + terms * (DICT_ENTRY + POSTING) <= self.max_bytes
     }
 
-    /// Whether the next memory's `terms` distinct terms would be kept.
-    pub fn fits(&self, terms: usize) -> bool {
-        terms * TERM <= self.room()
-    }
-
-    /// Whether `terms` distinct terms would be kept by an empty pack of the same size: when they
-    /// would not be kept here but would there, the caller starts a new pack.
-    pub fn fits_empty(&self, terms: usize) -> bool {
-        terms * TERM + WORDS_HEADER + self.capacity * FACTS <= self.max_bytes
-    }
-
-    /// Appends a memory (ids ascending, as in its pack). Its terms are kept when they fit;
-    /// otherwise, or without `facts`, the memory is marked as having none (a call that counts
-    /// words reads its row).
-    pub fn push(&mut self, id: i64, facts: Option<&KeywordFacts<'_>>) {
-        let room = self.room();
-        let kept = facts.filter(|f| f.terms.len() <= u16::MAX as usize && f.terms.len() * TERM <= room && f.len != NO_TERMS);
-        let first = (self.terms.len() / TERM) as u32;
+    /// Appends a memory (ids ascending) and returns true, or returns false and appends nothing
+    /// when this pack is full: the memory's facts do not fit, or its terms do not fit here but
+    /// would in an empty pack. Terms that no pack could hold are left out, and so are the terms
+    /// of a memory pushed without `facts`: the memory is marked as having none (a call that
+    /// counts words reads its row).
+    pub fn push(&mut self, id: i64, facts: Option<&KeywordFacts<'_>>) -> bool {
+        let base = self.size() + FACTS;
+        if self.count as usize >= WORDS_MAX_MEMORIES || base > self.max_bytes {
+            return false;
+        }
+        let facts = facts.filter(|f| f.len != NO_TERMS);
+        let kept = facts.filter(|f| {
+            let new = f.terms.iter().filter(|(t, _)| !self.postings.contains_key(t)).count();
+            base + f.terms.len() * POSTING + new * DICT_ENTRY <= self.max_bytes
+        });
+        if kept.is_none() && self.count > 0 && facts.is_some_and(|f| self.fits_empty(f.terms.len())) {
+            return false;
+        }
+        let place = self.count as u16;
         self.facts.extend_from_slice(&id.to_le_bytes());
         match kept {
             Some(f) => {
                 self.facts.extend_from_slice(&f.len.to_le_bytes());
-                self.facts.extend_from_slice(&first.to_le_bytes());
-                self.facts.extend_from_slice(&(f.terms.len() as u16).to_le_bytes());
                 self.facts.push(f.kind);
                 self.facts.push(f.archived as u8);
+                self.facts.extend_from_slice(&[0, 0]);
                 self.facts.extend_from_slice(&f.ends_at.to_le_bytes());
-                for (t, c) in f.terms {
-                    self.terms.extend_from_slice(&t.to_le_bytes());
-                    self.terms.extend_from_slice(&c.to_le_bytes());
+                for &(t, c) in f.terms {
+                    self.postings.entry(t).or_default().push((place, c));
+                    self.posted += 1;
                 }
             }
             None => {
                 self.facts.extend_from_slice(&NO_TERMS.to_le_bytes());
-                self.facts.extend_from_slice(&first.to_le_bytes());
-                self.facts.extend_from_slice(&[0u8; FACTS - 16]);
+                self.facts.extend_from_slice(&[0u8; FACTS - 12]);
             }
         }
         self.count += 1;
+        true
     }
 
     pub fn len(&self) -> usize {
@@ -304,42 +308,51 @@ impl WordsWriter {
         let flags = if self.opts.stop_words { FLAG_STOP_WORDS } else { 0 } | if self.opts.stem { FLAG_STEM } else { 0 };
         buf.extend_from_slice(&[WORDS_FORMAT, flags, 0, 0]);
         buf.extend_from_slice(&self.count.to_le_bytes());
-        buf.extend_from_slice(&((self.terms.len() / TERM) as u32).to_le_bytes());
+        buf.extend_from_slice(&(self.postings.len() as u32).to_le_bytes());
+        buf.extend_from_slice(&(self.posted as u32).to_le_bytes());
         buf.extend_from_slice(&self.facts);
-        buf.extend_from_slice(&self.terms);
+        let mut first = 0u32;
+        for (t, p) in &self.postings {
+            buf.extend_from_slice(&t.to_le_bytes());
+            buf.extend_from_slice(&first.to_le_bytes());
+            first += p.len() as u32;
+        }
+        for (place, c) in self.postings.values().flatten() {
+            buf.extend_from_slice(&place.to_le_bytes());
+            buf.extend_from_slice(&c.to_le_bytes());
+        }
         buf
     }
 }
 
-/// A words pack read in place.
+/// A words pack read in place: the facts of each memory, then a dictionary of the pack's terms
+/// (ascending), each with its postings (the memories that have it, and how often).
 #[derive(Clone, Copy, Debug)]
 pub struct Words<'a> {
     opts: TokenizerOptions,
     count: usize,
     facts: &'a [u8],
-    terms: &'a [u8],
+    dict: &'a [u8],
+    postings: &'a [u8],
 }
 
-/// The keyword facts of one packed memory, read in place.
-#[derive(Clone, Copy, Debug)]
-pub struct PackedFacts<'a> {
+/// The keyword facts of one packed memory, read in place (its terms are in the pack's
+/// dictionary: [`Words::count_terms`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PackedFacts {
     pub id: i64,
     pub len: u32,
     pub kind: u8,
     pub archived: bool,
     pub ends_at: i64,
-    terms: &'a [u8],
-}
-
-impl<'a> PackedFacts<'a> {
-    /// The memory's distinct terms and their counts, in ascending term order.
-    pub fn terms(&self) -> impl Iterator<Item = (u64, u16)> + 'a {
-        self.terms.chunks_exact(TERM).map(|t| (u64::from_le_bytes(t[0..8].try_into().expect("8 bytes")), u16::from_le_bytes([t[8], t[9]])))
-    }
 }
 
 fn u32_at(b: &[u8], at: usize) -> u32 {
     u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+
+fn u64_at(b: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
 }
 
 impl<'a> Words<'a> {
@@ -351,13 +364,16 @@ impl<'a> Words<'a> {
         let opts = TokenizerOptions { stop_words: bytes[1] & FLAG_STOP_WORDS != 0, stem: bytes[1] & FLAG_STEM != 0 };
         let count = u32_at(bytes, 4) as usize;
         let terms = u32_at(bytes, 8) as usize;
+        let posted = u32_at(bytes, 12) as usize;
         let facts_len = count.checked_mul(FACTS)?;
+        let dict_len = terms.checked_mul(DICT_ENTRY)?;
         let body = &bytes[WORDS_HEADER..];
-        if body.len() != facts_len.checked_add(terms.checked_mul(TERM)?)? {
+        if count > WORDS_MAX_MEMORIES || body.len() != facts_len.checked_add(dict_len)?.checked_add(posted.checked_mul(POSTING)?)? {
             return None;
         }
-        let (facts, terms) = body.split_at(facts_len);
-        Some(Words { opts, count, facts, terms })
+        let (facts, rest) = body.split_at(facts_len);
+        let (dict, postings) = rest.split_at(dict_len);
+        Some(Words { opts, count, facts, dict, postings })
     }
 
     /// The tokenizer options the terms were made with.
@@ -373,23 +389,152 @@ impl<'a> Words<'a> {
         self.count == 0
     }
 
+    /// The id of memory `i`.
+    pub fn id(&self, i: usize) -> Option<i64> {
+        self.facts.get(i * FACTS..i * FACTS + 8).map(|b| i64::from_le_bytes(b.try_into().expect("8 bytes")))
+    }
+
     /// The facts of memory `i`: `None` when its terms are not in the pack.
-    pub fn facts(&self, i: usize) -> Option<PackedFacts<'a>> {
+    pub fn facts(&self, i: usize) -> Option<PackedFacts> {
         let f = self.facts.get(i * FACTS..(i + 1) * FACTS)?;
         let len = u32_at(f, 8);
         if len == NO_TERMS {
             return None;
         }
-        let first = u32_at(f, 12) as usize;
-        let n = u16::from_le_bytes([f[16], f[17]]) as usize;
-        Some(PackedFacts {
-            id: i64::from_le_bytes(f[0..8].try_into().expect("8 bytes")),
-            len,
-            kind: f[18],
-            archived: f[19] & 1 != 0,
-            ends_at: i64::from_le_bytes(f[20..28].try_into().expect("8 bytes")),
-            terms: self.terms.get(first * TERM..(first + n) * TERM)?,
-        })
+        Some(PackedFacts { id: u64_at(f, 0) as i64, len, kind: f[12], archived: f[13] & 1 != 0, ends_at: u64_at(f, 16) as i64 })
+    }
+
+    fn terms(&self) -> usize {
+        self.dict.len() / DICT_ENTRY
+    }
+
+    /// The postings of dictionary entry `j`: (memory's place, count) each.
+    fn postings_at(&self, j: usize) -> impl Iterator<Item = (usize, u16)> + 'a {
+        let first = u32_at(self.dict, j * DICT_ENTRY + 8) as usize;
+        let end = if j + 1 < self.terms() { u32_at(self.dict, (j + 1) * DICT_ENTRY + 8) as usize } else { self.postings.len() / POSTING };
+        let p = self.postings.get(first * POSTING..end.max(first) * POSTING).unwrap_or(&[]);
+        p.chunks_exact(POSTING).map(|b| (u16::from_le_bytes([b[0], b[1]]) as usize, u16::from_le_bytes([b[2], b[3]])))
+    }
+
+    /// The first dictionary entry at or after `from` whose term is not below `term`, and whether
+    /// it is `term`.
+    fn find(&self, term: u64, from: usize) -> (usize, bool) {
+        let (mut lo, mut hi) = (from, self.terms());
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            if u64_at(self.dict, mid * DICT_ENTRY) < term {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        (lo, lo < self.terms() && u64_at(self.dict, lo * DICT_ENTRY) == term)
+    }
+
+    /// The postings of `term`: the places of the memories that have it, with its count in each.
+    pub fn postings(&self, term: u64) -> impl Iterator<Item = (usize, u16)> + 'a {
+        let (j, found) = self.find(term, 0);
+        found.then(|| self.postings_at(j)).into_iter().flatten()
+    }
+
+    /// Counts `terms` (ascending, distinct) in every memory of the pack at once: `counts` gets
+    /// `len() × terms.len()` entries, memory by memory, each the count of the query term of the
+    /// same place in that memory (0 when it has not got it). A dictionary of the pack's terms is
+    /// searched once per query term, and only the memories that have one are touched.
+    pub fn count_terms(&self, terms: &[u64], counts: &mut Vec<u16>) {
+        counts.clear();
+        counts.resize(self.count * terms.len(), 0);
+        let mut from = 0usize;
+        for (q, &t) in terms.iter().enumerate() {
+            // The query terms ascend, so each search starts where the last ended.
+            let (j, found) = self.find(t, from);
+            from = j;
+            if found {
+                for (m, c) in self.postings_at(j) {
+                    if let Some(slot) = counts.get_mut(m * terms.len() + q) {
+                        *slot = slot.saturating_add(c);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A user's words packs met in id order, one at a time: what recall keeps of the pack it is in
+/// (each memory's facts, and the counts of the question's terms in each), so that the pack's row
+/// can be let go before the next is read.
+#[derive(Default)]
+pub struct WordsReader {
+    ids: Vec<i64>,
+    facts: Vec<Option<PackedFacts>>,
+    counts: Vec<u16>,
+    terms: usize,
+    at: usize,
+    done: bool,
+}
+
+/// Where [`WordsReader::lookup`] found a memory.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Lookup {
+    /// Its facts, at this place of the pack read ([`WordsReader::facts_at`], [`WordsReader::counts_at`]).
+    Found(usize),
+    /// Not in the words packs with its terms (or not in them at all).
+    Missing,
+    /// Past the pack read: load the next ([`WordsReader::load`], or [`WordsReader::finish`] when there is none).
+    NeedPack,
+}
+
+impl WordsReader {
+    /// Takes in the next words pack: its memories' facts, and the counts of `terms` (the
+    /// question's, ascending) in each. A pack of another format leaves its memories missing, and
+    /// so does one made with other tokenizer options than `opts`.
+    pub fn load(&mut self, bytes: &[u8], terms: &[u64], opts: TokenizerOptions) {
+        self.ids.clear();
+        self.facts.clear();
+        self.at = 0;
+        self.terms = terms.len();
+        let Some(w) = Words::parse(bytes) else {
+            return;
+        };
+        let same = w.options() == opts;
+        for i in 0..w.len() {
+            self.ids.push(w.id(i).unwrap_or(i64::MIN));
+            self.facts.push(w.facts(i).filter(|_| same));
+        }
+        if same {
+            w.count_terms(terms, &mut self.counts);
+        }
+    }
+
+    /// There is no pack after the one read: memories past it are missing.
+    pub fn finish(&mut self) {
+        self.ids.clear();
+        self.facts.clear();
+        self.at = 0;
+        self.done = true;
+    }
+
+    /// Where memory `id` is (ids asked in ascending order; an id asked out of order is missing).
+    pub fn lookup(&mut self, id: i64) -> Lookup {
+        while self.at < self.ids.len() && self.ids[self.at] < id {
+            self.at += 1;
+        }
+        match self.ids.get(self.at) {
+            None if self.done => Lookup::Missing,
+            None => Lookup::NeedPack,
+            Some(&i) if i == id && self.facts[self.at].is_some() => Lookup::Found(self.at),
+            Some(_) => Lookup::Missing,
+        }
+    }
+
+    /// The facts of the memory found at `at`.
+    pub fn facts_at(&self, at: usize) -> PackedFacts {
+        self.facts[at].expect("a memory found has facts")
+    }
+
+    /// The counts of the question's terms in the memory found at `at`.
+    pub fn counts_at(&self, at: usize) -> &[u16] {
+        &self.counts[at * self.terms..(at + 1) * self.terms]
     }
 }
 
@@ -592,64 +737,157 @@ mod tests {
         assert_eq!(capacity(16000, 7800), 0);
     }
 
-    #[test]
-    fn words_round_trip_and_stay_within_the_budget() {
-        let opts = TokenizerOptions { stop_words: false, stem: true };
-        let budget = 600;
-        let capacity = 12;
-        let mut w = WordsWriter::new(opts, budget, capacity);
-        let texts: Vec<Vec<(u64, u16)>> = (0..40u64).map(|i| (0..(i % 7)).map(|j| (i * 100 + j, (j + 1) as u16)).collect()).collect();
-        let mut pushed = Vec::new();
-        for (i, t) in texts.iter().enumerate() {
-            if !w.fits(t.len()) {
-                break;
-            }
-            let f = KeywordFacts { len: 3 * i as u32, terms: t, kind: (i % 3) as u8, archived: i % 2 == 1, ends_at: i as i64 - 5 };
-            w.push(10 + i as i64, Some(&f));
-            pushed.push(i);
-        }
-        // One whose terms do not fit still goes in, without them.
-        let long: Vec<(u64, u16)> = (0..1000).map(|j| (j, 1)).collect();
-        assert!(!w.fits(long.len()));
-        w.push(99, Some(&KeywordFacts { len: 1000, terms: &long, kind: 0, archived: false, ends_at: i64::MAX }));
-        assert_eq!(w.len(), pushed.len() + 1);
-        // The rest of the pack's memories still fit, whatever their terms.
-        while w.len() < capacity {
-            w.push(100 + w.len() as i64, Some(&KeywordFacts { len: 1000, terms: &long[..20], kind: 0, archived: false, ends_at: 0 }));
-        }
-        let b = w.finish();
-        assert!(b.len() <= budget, "{} bytes", b.len());
-        let p = Words::parse(&b).unwrap();
-        assert_eq!((p.options(), p.len()), (opts, capacity));
-        for &i in &pushed {
-            let f = p.facts(i).unwrap();
-            assert_eq!(
-                (f.id, f.len, f.kind, f.archived, f.ends_at),
-                (10 + i as i64, 3 * i as u32, (i % 3) as u8, i % 2 == 1, i as i64 - 5)
-            );
-            assert_eq!(f.terms().collect::<Vec<_>>(), texts[i]);
-        }
-        assert!(p.facts(pushed.len()).is_none(), "a memory without its terms");
-        assert!(p.facts(capacity).is_none(), "past the end");
-        assert!(Words::parse(&b[..b.len() - 1]).is_none());
-        assert!(Words::parse(&[]).is_none());
-        assert_eq!(words_capacity(7800), (7800 - 12) / 28);
+    /// Every memory's terms as the pack's dictionary and postings give them back.
+    fn terms_of(p: &Words<'_>, i: usize) -> Vec<(u64, u16)> {
+        (0..p.terms()).filter_map(|j| p.postings_at(j).find(|&(m, _)| m == i).map(|(_, c)| (u64_at(p.dict, j * DICT_ENTRY), c))).collect()
     }
 
     #[test]
-    fn a_full_pack_of_words_stays_within_its_bytes() {
-        for (budget, terms) in [(8036usize, 3usize), (8036, 40), (600, 2), (2000, 500)] {
-            let capacity = words_capacity(budget).min(143);
-            let mut w = WordsWriter::new(TokenizerOptions::default(), budget, capacity);
-            let t: Vec<(u64, u16)> = (0..terms as u64).map(|j| (j, 1)).collect();
-            for i in 0..capacity {
-                w.push(i as i64, Some(&KeywordFacts { len: 3, terms: &t, kind: 0, archived: false, ends_at: 0 }));
+    fn words_round_trip_and_stay_within_the_budget() {
+        let opts = TokenizerOptions { stop_words: false, stem: true };
+        let budget = 700;
+        let mut w = WordsWriter::new(opts, budget);
+        // Terms shared between memories (i % 5) and terms of their own (i * 100 + j).
+        let texts: Vec<Vec<(u64, u16)>> = (0..40u64)
+            .map(|i| {
+                let mut t: Vec<(u64, u16)> =
+                    (0..(i % 7)).map(|j| if j % 2 == 0 { (j, 1) } else { (i * 100 + j, (j + 1) as u16) }).collect();
+                t.sort_unstable();
+                t
+            })
+            .collect();
+        let mut pushed = Vec::new();
+        for (i, t) in texts.iter().enumerate() {
+            let f = KeywordFacts { len: 3 * i as u32, terms: t, kind: (i % 3) as u8, archived: i % 2 == 1, ends_at: i as i64 - 5 };
+            if !w.push(10 + i as i64, Some(&f)) {
+                break;
             }
-            let b = w.finish();
-            assert!(b.len() <= budget, "{} bytes of {budget} ({terms} terms each)", b.len());
-            let p = Words::parse(&b).unwrap();
-            assert_eq!(p.len(), capacity);
-            assert!(p.facts(0).is_some() == (terms * TERM + capacity * FACTS + WORDS_HEADER <= budget));
+            pushed.push(i);
+        }
+        assert!(pushed.len() > 5 && pushed.len() < texts.len(), "{} memories", pushed.len());
+        let full = pushed.len();
+        let b = w.finish();
+        assert!(b.len() <= budget, "{} bytes", b.len());
+        let p = Words::parse(&b).unwrap();
+        assert_eq!((p.options(), p.len()), (opts, full));
+        for &i in &pushed {
+            let f = p.facts(i).unwrap();
+            assert_eq!(
+                f,
+                PackedFacts { id: 10 + i as i64, len: 3 * i as u32, kind: (i % 3) as u8, archived: i % 2 == 1, ends_at: i as i64 - 5 }
+            );
+            assert_eq!(p.id(i), Some(10 + i as i64));
+            assert_eq!(terms_of(&p, i), texts[i]);
+        }
+        assert!(p.facts(full).is_none() && p.id(full).is_none(), "past the end");
+        // A shared term's postings name every memory that has it, in order.
+        let with_2: Vec<usize> = pushed.iter().copied().filter(|i| texts[*i].iter().any(|t| t.0 == 2)).collect();
+        assert_eq!(p.postings(2).collect::<Vec<_>>(), with_2.iter().map(|&m| (m, 1)).collect::<Vec<_>>());
+        assert_eq!(p.postings(7777).count(), 0);
+        assert!(Words::parse(&b[..b.len() - 1]).is_none());
+        assert!(Words::parse(&[]).is_none());
+        let mut other = b.clone();
+        other[0] = 1;
+        assert!(Words::parse(&other).is_none(), "another format");
+    }
+
+    #[test]
+    fn a_memory_whose_terms_fit_no_pack_goes_in_without_them() {
+        let mut w = WordsWriter::new(TokenizerOptions::default(), 1200);
+        let short = [(5u64, 2u16)];
+        assert!(w.push(1, Some(&KeywordFacts { len: 2, terms: &short, kind: 0, archived: false, ends_at: 0 })));
+        let long: Vec<(u64, u16)> = (0..1000).map(|j| (j, 1)).collect();
+        let huge = KeywordFacts { len: 1000, terms: &long, kind: 0, archived: false, ends_at: i64::MAX };
+        assert!(w.push(2, Some(&huge)), "no pack could hold its terms: it goes in without them");
+        // Terms that would fit an empty pack but not this one's room: the pack is full.
+        let mid: Vec<(u64, u16)> = (100..130).map(|j| (j, 1)).collect();
+        let some = KeywordFacts { len: 30, terms: &mid, kind: 0, archived: false, ends_at: 0 };
+        while w.push(3 + w.len() as i64, Some(&some)) {}
+        let n = w.len();
+        assert!(n >= 5, "{n} memories");
+        let b = w.finish();
+        assert!(b.len() <= 1200, "{} bytes", b.len());
+        let p = Words::parse(&b).unwrap();
+        assert_eq!(terms_of(&p, 0), short);
+        assert!(p.facts(1).is_none(), "the memory with too many terms has none");
+        assert_eq!(p.id(1), Some(2));
+        assert_eq!(terms_of(&p, 2), mid);
+    }
+
+    #[test]
+    fn counting_the_query_terms_finds_each_memorys_counts() {
+        let mut w = WordsWriter::new(TokenizerOptions::default(), 8000);
+        let texts: Vec<Vec<(u64, u16)>> = (0..60u64)
+            .map(|i| {
+                (0..(i % 9))
+                    .map(|j| ((i * 7 + j * 13) % 41, (1 + (i + j) % 4) as u16))
+                    .collect::<std::collections::BTreeMap<_, _>>()
+                    .into_iter()
+                    .collect()
+            })
+            .collect();
+        for (i, t) in texts.iter().enumerate() {
+            assert!(w.push(i as i64, Some(&KeywordFacts { len: 9, terms: t, kind: 0, archived: false, ends_at: 0 })));
+        }
+        let b = w.finish();
+        let p = Words::parse(&b).unwrap();
+        let mut counts = vec![7u16; 3];
+        for query in [vec![], vec![0u64], vec![3, 5, 40], vec![1, 2, 3, 4, 5, 6, 50], (0..41).collect::<Vec<u64>>()] {
+            p.count_terms(&query, &mut counts);
+            assert_eq!(counts.len(), texts.len() * query.len());
+            for (i, t) in texts.iter().enumerate() {
+                for (q, term) in query.iter().enumerate() {
+                    let want = t.iter().find(|x| x.0 == *term).map_or(0, |x| x.1);
+                    assert_eq!(counts[i * query.len() + q], want, "memory {i}, term {term}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_reader_walks_the_packs_in_id_order() {
+        let opts = TokenizerOptions::default();
+        // Memories 0, 2, 4, ... in small packs; memory 6 without terms; one pack of other options.
+        let mut packs = Vec::new();
+        let mut w = WordsWriter::new(opts, 200);
+        for id in (0..40i64).step_by(2) {
+            let terms = [(id as u64 % 3, 1u16), (100 + id as u64, 2)];
+            let f = KeywordFacts { len: 5, terms: &terms, kind: 1, archived: false, ends_at: id };
+            let f = (id != 6).then_some(f);
+            if !w.push(id, f.as_ref()) {
+                packs.push(
+                    std::mem::replace(
+                        &mut w,
+                        WordsWriter::new(if packs.len() == 1 { TokenizerOptions { stop_words: false, stem: false } } else { opts }, 200),
+                    )
+                    .finish(),
+                );
+                assert!(w.push(id, f.as_ref()));
+            }
+        }
+        packs.push(w.finish());
+        assert!(packs.len() >= 4);
+        let other: Vec<i64> = Words::parse(&packs[2]).map(|w| (0..w.len()).filter_map(|i| w.id(i)).collect()).unwrap();
+        let mut r = WordsReader::default();
+        let mut next = packs.iter();
+        let query = [1u64, 112, 500];
+        for id in 0..45i64 {
+            let found = loop {
+                match r.lookup(id) {
+                    Lookup::NeedPack => match next.next() {
+                        Some(b) => r.load(b, &query, opts),
+                        None => r.finish(),
+                    },
+                    l => break l,
+                }
+            };
+            if id % 2 == 1 || id == 6 || id >= 40 || other.contains(&id) {
+                assert_eq!(found, Lookup::Missing, "memory {id}");
+                continue;
+            }
+            let Lookup::Found(at) = found else { panic!("memory {id}: {found:?}") };
+            assert_eq!(r.facts_at(at).ends_at, id);
+            assert_eq!(r.counts_at(at), [(id % 3 == 1) as u16, 2 * (id == 12) as u16, 0], "memory {id}");
         }
     }
 
