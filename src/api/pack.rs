@@ -177,7 +177,7 @@ pub(crate) fn rank_packed(
                         // Not a candidate of this call, in either channel.
                         continue;
                     }
-                    kw.scan.add_counted(id, f.len, reader.counts_at(at));
+                    kw.scan.add_counted(id, f.len, reader.hits_at(at));
                 }
                 covered[start..end].iter_mut().for_each(|c| *c = true);
                 if !vector {

@@ -133,7 +133,7 @@ impl KeywordScan {
         self.total_len += len as u64;
         if any {
             let counts = std::mem::take(&mut self.counts);
-            self.push_matched(id, len, &counts);
+            self.push_matched(id, len, counts.iter().enumerate().filter(|(_, c)| **c > 0).map(|(i, c)| (i as u16, *c)));
             self.counts = counts;
         }
     }
@@ -144,27 +144,29 @@ impl KeywordScan {
         &self.terms
     }
 
-    /// Counts one candidate of `len` tokens from the counts of the query's terms in it, in the
-    /// order of [`KeywordScan::query_terms`]: the same statistics as [`KeywordScan::add`] with its
-    /// text, when the counts are those of [`doc_terms`] of that text with this scan's tokenizer
-    /// options (as a words pack keeps them, see [`crate::pack::Words::count_terms`]).
-    pub fn add_counted(&mut self, id: i64, len: u32, counts: &[u16]) {
-        debug_assert_eq!(counts.len(), self.terms.len());
+    /// Counts one candidate of `len` tokens from the query's terms it has: (index in
+    /// [`KeywordScan::query_terms`], count) each, in term order. The same statistics as
+    /// [`KeywordScan::add`] with its text, when the counts are those of [`doc_terms`] of that
+    /// text with this scan's tokenizer options (as a words pack keeps them, see
+    /// [`crate::pack::Words::count_terms`]).
+    pub fn add_counted(&mut self, id: i64, len: u32, hits: &[(u16, u16)]) {
         self.docs += 1;
         self.total_len += len as u64;
-        if counts.iter().any(|&c| c > 0) {
-            self.push_matched(id, len, counts);
-        }
+        let terms = self.df.len();
+        self.push_matched(id, len, hits.iter().copied().filter(|&(i, c)| c > 0 && (i as usize) < terms));
     }
 
-    fn push_matched(&mut self, id: i64, len: u32, counts: &[u16]) {
+    /// Records a candidate's (term index, count) pairs, if it has any.
+    fn push_matched(&mut self, id: i64, len: u32, hits: impl Iterator<Item = (u16, u16)>) {
         let tf_at = self.tf.len() as u32;
-        for (i, c) in counts.iter().enumerate().filter(|(_, c)| **c > 0) {
-            self.df[i] += 1;
-            self.tf.push((i as u16, *c));
+        for (i, c) in hits {
+            self.df[i as usize] += 1;
+            self.tf.push((i, c));
         }
         let tf_len = (self.tf.len() as u32 - tf_at) as u16;
-        self.matched.push(Matched { id, len, tf_at, tf_len });
+        if tf_len > 0 {
+            self.matched.push(Matched { id, len, tf_at, tf_len });
+        }
     }
 
     /// The tokenizer options of this scan.
@@ -335,14 +337,13 @@ mod tests {
                     }
                 }
                 assert!(packs.len() > 3, "several packs");
-                let mut counts = Vec::new();
+                let (mut hits, mut starts) = (Vec::new(), Vec::new());
                 for bytes in packs.into_iter().map(|w| w.finish()) {
                     let w = crate::pack::Words::parse(&bytes).unwrap();
-                    w.count_terms(by_terms.query_terms(), &mut counts);
-                    let n = by_terms.query_terms().len();
+                    w.count_terms(by_terms.query_terms(), &mut hits, &mut starts);
                     for i in 0..w.len() {
                         let f = w.facts(i).expect("terms kept");
-                        by_terms.add_counted(f.id, f.len, &counts[i * n..(i + 1) * n]);
+                        by_terms.add_counted(f.id, f.len, &hits[starts[i] as usize..starts[i + 1] as usize]);
                     }
                 }
                 let p = Bm25Params::default();

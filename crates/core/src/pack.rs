@@ -437,23 +437,41 @@ impl<'a> Words<'a> {
         found.then(|| self.postings_at(j)).into_iter().flatten()
     }
 
-    /// Counts `terms` (ascending, distinct) in every memory of the pack at once: `counts` gets
-    /// `len() × terms.len()` entries, memory by memory, each the count of the query term of the
-    /// same place in that memory (0 when it has not got it). A dictionary of the pack's terms is
-    /// searched once per query term, and only the memories that have one are touched.
-    pub fn count_terms(&self, terms: &[u64], counts: &mut Vec<u16>) {
-        counts.clear();
-        counts.resize(self.count * terms.len(), 0);
+    /// Counts `terms` (ascending, distinct) in every memory of the pack at once: the memory at
+    /// place `i` has the query terms `hits[starts[i]..starts[i + 1]]`, each as (the term's index
+    /// in `terms`, its count), in term order; a memory with none has an empty range. A dictionary
+    /// of the pack's terms is searched once per query term, only the memories that have one are
+    /// touched, and the memory taken is that of the pack's postings, whatever the question.
+    pub fn count_terms(&self, terms: &[u64], hits: &mut Vec<(u16, u16)>, starts: &mut Vec<u32>) {
+        hits.clear();
+        starts.clear();
+        starts.resize(self.count + 1, 0);
+        let mut found: Vec<(usize, u16)> = Vec::with_capacity(terms.len().min(self.terms()));
         let mut from = 0usize;
-        for (q, &t) in terms.iter().enumerate() {
+        for (q, &t) in terms.iter().enumerate().take(u16::MAX as usize) {
             // The query terms ascend, so each search starts where the last ended.
-            let (j, found) = self.find(t, from);
+            let (j, hit) = self.find(t, from);
             from = j;
-            if found {
-                for (m, c) in self.postings_at(j) {
-                    if let Some(slot) = counts.get_mut(m * terms.len() + q) {
-                        *slot = slot.saturating_add(c);
+            if hit {
+                found.push((j, q as u16));
+                for (m, _) in self.postings_at(j) {
+                    if let Some(n) = starts.get_mut(m + 1) {
+                        *n += 1;
                     }
+                }
+            }
+        }
+        for i in 0..self.count {
+            starts[i + 1] += starts[i];
+        }
+        hits.resize(starts[self.count] as usize, (0, 0));
+        // Each memory's range is filled in query-term order: a counting sort by memory.
+        let mut next: Vec<u32> = starts[..self.count].to_vec();
+        for (j, q) in found {
+            for (m, c) in self.postings_at(j) {
+                if let Some(at) = next.get_mut(m) {
+                    hits[*at as usize] = (q, c);
+                    *at += 1;
                 }
             }
         }
@@ -467,8 +485,8 @@ impl<'a> Words<'a> {
 pub struct WordsReader {
     ids: Vec<i64>,
     facts: Vec<Option<PackedFacts>>,
-    counts: Vec<u16>,
-    terms: usize,
+    hits: Vec<(u16, u16)>,
+    starts: Vec<u32>,
     at: usize,
     done: bool,
 }
@@ -476,7 +494,7 @@ pub struct WordsReader {
 /// Where [`WordsReader::lookup`] found a memory.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Lookup {
-    /// Its facts, at this place of the pack read ([`WordsReader::facts_at`], [`WordsReader::counts_at`]).
+    /// Its facts, at this place of the pack read ([`WordsReader::facts_at`], [`WordsReader::hits_at`]).
     Found(usize),
     /// Not in the words packs with its terms (or not in them at all).
     Missing,
@@ -492,7 +510,6 @@ impl WordsReader {
         self.ids.clear();
         self.facts.clear();
         self.at = 0;
-        self.terms = terms.len();
         let Some(w) = Words::parse(bytes) else {
             return;
         };
@@ -502,7 +519,7 @@ impl WordsReader {
             self.facts.push(w.facts(i).filter(|_| same));
         }
         if same {
-            w.count_terms(terms, &mut self.counts);
+            w.count_terms(terms, &mut self.hits, &mut self.starts);
         }
     }
 
@@ -532,9 +549,10 @@ impl WordsReader {
         self.facts[at].expect("a memory found has facts")
     }
 
-    /// The counts of the question's terms in the memory found at `at`.
-    pub fn counts_at(&self, at: usize) -> &[u16] {
-        &self.counts[at * self.terms..(at + 1) * self.terms]
+    /// The question's terms in the memory found at `at`: (index among the question's terms,
+    /// count), in term order.
+    pub fn hits_at(&self, at: usize) -> &[(u16, u16)] {
+        &self.hits[self.starts[at] as usize..self.starts[at + 1] as usize]
     }
 }
 
@@ -831,15 +849,14 @@ mod tests {
         }
         let b = w.finish();
         let p = Words::parse(&b).unwrap();
-        let mut counts = vec![7u16; 3];
+        let (mut hits, mut starts) = (vec![(9u16, 9u16)], vec![5u32]);
         for query in [vec![], vec![0u64], vec![3, 5, 40], vec![1, 2, 3, 4, 5, 6, 50], (0..41).collect::<Vec<u64>>()] {
-            p.count_terms(&query, &mut counts);
-            assert_eq!(counts.len(), texts.len() * query.len());
+            p.count_terms(&query, &mut hits, &mut starts);
+            assert_eq!(starts.len(), texts.len() + 1);
             for (i, t) in texts.iter().enumerate() {
-                for (q, term) in query.iter().enumerate() {
-                    let want = t.iter().find(|x| x.0 == *term).map_or(0, |x| x.1);
-                    assert_eq!(counts[i * query.len() + q], want, "memory {i}, term {term}");
-                }
+                let want: Vec<(u16, u16)> =
+                    query.iter().enumerate().filter_map(|(q, term)| t.iter().find(|x| x.0 == *term).map(|x| (q as u16, x.1))).collect();
+                assert_eq!(hits[starts[i] as usize..starts[i + 1] as usize], want, "memory {i}, query {query:?}");
             }
         }
     }
@@ -887,7 +904,9 @@ mod tests {
             }
             let Lookup::Found(at) = found else { panic!("memory {id}: {found:?}") };
             assert_eq!(r.facts_at(at).ends_at, id);
-            assert_eq!(r.counts_at(at), [(id % 3 == 1) as u16, 2 * (id == 12) as u16, 0], "memory {id}");
+            let want: Vec<(u16, u16)> =
+                [(0u16, (id % 3 == 1) as u16), (1, 2 * (id == 12) as u16)].into_iter().filter(|h| h.1 > 0).collect();
+            assert_eq!(r.hits_at(at), want, "memory {id}");
         }
     }
 
