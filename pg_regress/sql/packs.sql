@@ -244,6 +244,17 @@ SELECT agent_memory.memory_pack('kw-user') AS packed;
 SELECT pg_temp.hybrid_differences();
 VACUUM agent_memory.memories;
 SELECT pg_temp.hybrid_differences();
+-- A long question (every word of the notes, and 300 that are in none) and one whose words are in
+-- no note: the packs' dictionaries give the same counts as the rows.
+SELECT t.n, count(*) AS questions,
+       count(*) FILTER (WHERE pg_temp.hybrid(true, q, txt, 10, NULL, true, NULL) IS NOT DISTINCT FROM pg_temp.hybrid(false, q, txt, 10, NULL, true, NULL)
+                          AND pg_temp.hybrid(true, NULL, txt, 10, NULL, true, NULL) IS NOT DISTINCT FROM pg_temp.hybrid(false, NULL, txt, 10, NULL, true, NULL)) AS same,
+       count(*) FILTER (WHERE pg_temp.hybrid(true, NULL, txt, 10, NULL, true, NULL) IS NOT NULL) AS keyword_results
+  FROM pack_q,
+       (VALUES (1, 'refund parcel ordered hiking trips coffee tea meeting project deadline birthday gift doctor appointment '
+                   'flight hotel books movie guitar lessons ' || (SELECT string_agg('zz' || j, ' ') FROM generate_series(1, 300) j)),
+               (2, 'kayaks xylophones')) AS t(n, txt)
+ WHERE i <= 3 GROUP BY t.n ORDER BY t.n;
 -- After the vacuum, a hybrid top-5 reads the rows of the vector ranking's pool only.
 SET client_min_messages = debug1;
 SELECT count(*) FROM agent_memory.memory_recall('kw-user', (SELECT q FROM pack_q WHERE i = 1), 5, model => 'p32',
