@@ -349,7 +349,7 @@ struct PartRows {
 }
 
 impl PartRows {
-    fn push(&mut self, payload: Vec<u8>, memories: usize, last_id: i64) {
+    fn push(&mut self, memories: usize, payload: Vec<u8>, last_id: i64) {
         self.counts.push(memories as i32);
         self.last_ids.push(last_id);
         self.payloads.push(payload);
@@ -475,7 +475,7 @@ pub fn build(client: &mut SpiClient<'_>, user: &str, model: &str) -> Result<i64>
                 let q = emb.with_f32(&mut scratch, core_pack::quantize);
                 if writer.as_ref().is_some_and(|e| e.len() >= capacity) {
                     let e = writer.take().expect("a writer");
-                    out.embeddings.push(e.finish(), capacity, last_id);
+                    out.embeddings.push(e.len(), e.finish(), last_id);
                 }
                 writer.get_or_insert_with(|| PackWriter::new(q.codes.len(), capacity)).push(id, importance, &q);
                 // A words pack is full when this memory's facts, or its terms, do not fit it (terms
@@ -483,8 +483,7 @@ pub fn build(client: &mut SpiClient<'_>, user: &str, model: &str) -> Result<i64>
                 // counted).
                 if !words.push(id, Some(&facts)) {
                     let full = std::mem::replace(&mut words, core_pack::WordsWriter::new(tokenizer, budget));
-                    let n = full.len();
-                    out.words.push(full.finish(), n, last_id);
+                    out.words.push(full.len(), full.finish(), last_id);
                     if !words.push(id, Some(&facts)) {
                         return Err(MemoryError::new(
                             PgSqlErrorCode::ERRCODE_INTERNAL_ERROR,
@@ -502,12 +501,10 @@ pub fn build(client: &mut SpiClient<'_>, user: &str, model: &str) -> Result<i64>
         }
     }
     if let Some(e) = writer.take().filter(|e| !e.is_empty()) {
-        let n = e.len();
-        out.embeddings.push(e.finish(), n, last_id);
+        out.embeddings.push(e.len(), e.finish(), last_id);
     }
     if !words.is_empty() {
-        let n = words.len();
-        out.words.push(words.finish(), n, last_id);
+        out.words.push(words.len(), words.finish(), last_id);
     }
     out.write(client, user, model)?;
     if packed > 0 {
