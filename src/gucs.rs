@@ -136,6 +136,12 @@ static WORKERS_ENABLED: GucSetting<bool> = GucSetting::<bool>::new(true);
 static FORGET_INTERVAL: GucSetting<i32> = GucSetting::<i32>::new(600);
 /// `agent_memory.consolidate_interval`: time between consolidation passes (seconds; default 1 day).
 static CONSOLIDATE_INTERVAL: GucSetting<i32> = GucSetting::<i32>::new(86_400);
+/// `agent_memory.worker_synchronous_commit`: whether a worker's batches wait for their WAL to reach
+/// disk at commit (default off: they commit like `synchronous_commit = off`).
+static WORKER_SYNCHRONOUS_COMMIT: GucSetting<bool> = GucSetting::<bool>::new(false);
+/// `agent_memory.forget_helper`: whether a worker's forgetting pass starts a helper process for
+/// its expire and purge steps (default on).
+static FORGET_HELPER: GucSetting<bool> = GucSetting::<bool>::new(true);
 /// `agent_memory.batch_pause`: pause of a worker between two batches (milliseconds; default 0).
 static BATCH_PAUSE: GucSetting<i32> = GucSetting::<i32>::new(0);
 /// `agent_memory.capacity`: most active memories per user; forgetting evicts above it (default 400; 0 = no limit).
@@ -722,6 +728,23 @@ fn define_worker_settings() {
         GucContext::Sighup,
         GucFlags::default(),
     );
+    GucRegistry::define_bool_guc(
+        c"agent_memory.worker_synchronous_commit",
+        c"Whether the workers' batches wait at commit for their WAL to be written to disk (and to synchronous standbys).",
+        c"Off: each batch commits as with synchronous_commit = off, so the worker goes on while the WAL writer flushes; a crash can undo \
+          the last fraction of a second of maintenance (never a user's write), which the next pass does again. On: the server's synchronous_commit.",
+        &WORKER_SYNCHRONOUS_COMMIT,
+        GucContext::Sighup,
+        GucFlags::default(),
+    );
+    GucRegistry::define_bool_guc(
+        c"agent_memory.forget_helper",
+        c"Whether a worker's forgetting pass starts a helper process that expires and purges while the pass evicts.",
+        c"The helper is a background worker (one more of max_worker_processes while a pass runs); when none is free, the pass runs every step itself.",
+        &FORGET_HELPER,
+        GucContext::Sighup,
+        GucFlags::default(),
+    );
     GucRegistry::define_int_guc(
         c"agent_memory.forget_interval",
         c"Time between two forgetting passes of a worker.",
@@ -902,6 +925,16 @@ pub fn worker_role() -> String {
 
 pub fn workers_enabled() -> bool {
     WORKERS_ENABLED.get()
+}
+
+/// Whether a worker's forgetting pass starts a helper for its expire and purge steps.
+pub fn forget_helper() -> bool {
+    FORGET_HELPER.get()
+}
+
+/// Whether a worker's batches commit synchronously (else as with `synchronous_commit = off`).
+pub fn worker_synchronous_commit() -> bool {
+    WORKER_SYNCHRONOUS_COMMIT.get()
 }
 
 pub fn forget_interval() -> std::time::Duration {

@@ -14,6 +14,12 @@ pub fn transaction_start() -> i64 {
     unsafe { pg_sys::GetCurrentTransactionStartTimestamp() }
 }
 
+/// This backend's process id.
+pub fn backend_pid() -> i32 {
+    // SAFETY: a process-global PostgreSQL sets at the process's start.
+    unsafe { pg_sys::MyProcPid }
+}
+
 /// Whether the current role is a superuser (row-level security never applies to it).
 pub fn is_superuser() -> bool {
     // SAFETY: reads the current role's attributes from the syscache.

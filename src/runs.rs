@@ -5,7 +5,8 @@
 //! `agent_memory.batch_size` rows. Called from SQL (`memory_forget`, `memory_consolidate`), the
 //! batches run in the caller's transaction. In a worker, every batch is a transaction of its
 //! own, so a recall or a reconcile never waits behind more than one batch, and a crash undoes
-//! at most the batch in flight.
+//! whole batches only (the one in flight, and those whose WAL was not yet flushed: see
+//! `agent_memory.worker_synchronous_commit`).
 
 use pgrx::prelude::*;
 use pgrx::spi::SpiClient;
@@ -186,11 +187,12 @@ pub enum Attempt {
 /// A pass run by a worker: the lock is held for the session across the pass's transactions,
 /// and the run row is committed first, so a crash leaves it 'running' for the next start to
 /// mark failed.
-pub fn by_worker<D: Driver>(d: &mut D, job: Job, pass: impl FnOnce(&mut D) -> Result<Steps>) -> Result<Attempt> {
+/// `pass` is given the run's id.
+pub fn by_worker<D: Driver>(d: &mut D, job: Job, pass: impl FnOnce(&mut D, i64) -> Result<Steps>) -> Result<Attempt> {
     let Some(run_id) = d.bookkeeping(|client| start_run(client, job, crate::locks::TRY_LOCK_JOB_SESSION, true))? else {
         return Ok(Attempt::Busy);
     };
-    let outcome = pass(d).map_err(|e| e.message);
+    let outcome = pass(d, run_id).map_err(|e| e.message);
     let longest = d.longest_unit_ms();
     let finish = d.bookkeeping(|client| {
         finish_run(client, run_id, outcome.as_ref().map_err(String::as_str), longest)?;

@@ -1,6 +1,6 @@
 //! `agent_memory.memory_forget(dry_run)`: what the forgetting worker runs.
 //!
-//! Steps, in order:
+//! Steps (reported in this order; hit counts are halved first):
 //! 1. `expire`: retire facts past `expires_at` or `valid_until`, and episodes past `valid_until`
 //!    (reason `expired`); move episodes past `expires_at` (their retention) to the archive, where
 //!    recall still finds them;
@@ -22,6 +22,12 @@
 //! `agent_memory.batch_size` rows; rows locked by a concurrent write are skipped, not waited for.
 //! A batch finds its rows, locks them and changes them in one statement, addressing them by
 //! their physical position (`ctid`) once found, so no row is looked up twice.
+//!
+//! In a worker, a helper process (`agent_memory.forget_helper`, a dynamic background worker)
+//! expires and purges while the worker evicts: the steps change different rows, and most of a
+//! retirement's cost is writing its new row version and WAL, which two processes share. The
+//! archive's bound runs after both, since expiry and eviction both archive. By hand
+//! (`memory_forget`), the caller's transaction runs every step itself.
 
 use pgrx::datum::TimestampWithTimeZone;
 use pgrx::prelude::*;
@@ -183,139 +189,204 @@ fn tally(
     Ok(first_value::<i64>(crate::plans::read(client, sql, args).map_err(spi(what))?).map_err(spi(what))?.unwrap_or(0))
 }
 
-/// The whole forgetting pass. With `dry_run`, every step counts what it would change instead.
+/// A second process that runs the expire and purge steps of a worker's pass while the pass
+/// ages hit counts and evicts: the steps change different rows (expired, over capacity, and
+/// retired long ago), and a retirement's cost is mostly writing, which two processes share.
+pub trait Helper {
+    /// Starts the helper; false when it cannot (the pass then runs every step itself).
+    fn start(&mut self) -> bool;
+    /// Asks the helper to stop between two batches (the pass failed).
+    fn stop(&mut self);
+    /// Waits for the helper to exit; returns the steps it finished, or the error it stopped
+    /// with. A step it did not report is run by the pass.
+    fn join(&mut self) -> Result<Steps>;
+}
+
+/// The steps a helper runs, in its order.
+pub const HELPER_STEPS: [&str; 2] = ["expire", "purge"];
+
+/// The whole forgetting pass, in this process. With `dry_run`, every step counts what it would
+/// change instead.
 pub fn forget_pass<D: Driver>(d: &mut D, dry_run: bool) -> Result<Steps> {
+    pass(d, dry_run, None)
+}
+
+/// The forgetting pass of a worker, with `helper` running the expire and purge steps beside
+/// it when it can start. The archive's bound comes last: expiry and eviction both archive.
+pub fn forget_pass_helped<D: Driver>(d: &mut D, helper: &mut dyn Helper) -> Result<Steps> {
+    pass(d, false, Some(helper))
+}
+
+/// Runs one of the `HELPER_STEPS` (in a helper); returns the rows it changed.
+pub fn helper_step<D: Driver>(d: &mut D, name: &str) -> Result<i64> {
     let batch = gucs::batch_size();
-    let mut steps: Steps = Vec::with_capacity(4);
+    match name {
+        "expire" => expire(d, false, batch),
+        "purge" => purge(d, false, batch),
+        _ => Ok(0),
+    }
+}
 
-    // 1. Expire.
-    steps.push(step("expire", || {
-        if dry_run {
-            d.read(|c| tally(c, EXPIRE_COUNT, &[], "counting expired memories"))
-        } else {
-            until_done(d, batch, |c| {
-                let _marked = crate::api::pack::MarkingOwnWrites::start();
-                count(c, EXPIRE_BATCH, &[batch.into()], "expiring memories")
-            })
-        }
-    })?);
-
-    // 2. Age hit counts, when due.
-    steps.push(step("age_hits", || -> Result<i64> {
-        let halflife = gucs::hit_halflife_minutes().min(i32::MAX as i64) as i32;
-        let due: Option<bool> = d.read(|c| {
-            first_value::<bool>(crate::plans::read(c, HALVED_AT, &[halflife.into()]).map_err(spi("reading when hits were halved"))?)
-                .map_err(spi("reading when hits were halved"))
-        })?;
-        if dry_run {
-            return if due == Some(true) { d.read(|c| tally(c, HALVE_COUNT, &[], "counting hit counts")) } else { Ok(0) };
-        }
-        if due == Some(false) {
-            return Ok(0);
-        }
-        // Due, or the first pass, which only starts the clock. The clock is set before the
-        // halving, so a pass stopped half-way halves no row twice.
-        d.unit(|c| {
-            crate::plans::write(c, MARK_HALVED, &[]).map_err(spi("recording the halving"))?;
-            Ok(())
-        })?;
-        if due.is_none() {
-            return Ok(0);
-        }
-        let mut after = 0i64;
-        let mut total = 0i64;
-        loop {
-            let (n, last) = d.unit(|c| {
-                let table = crate::plans::write(c, HALVE_BATCH, &[batch.into(), after.into()]).map_err(spi("halving hit counts"))?;
-                table.first().get_two::<i64, i64>().map_err(spi("halving hit counts"))
-            })?;
-            let n = n.unwrap_or(0);
-            total += n;
-            after = last.unwrap_or(after);
-            if n < batch {
-                return Ok(total);
+fn pass<D: Driver>(d: &mut D, dry_run: bool, helper: Option<&mut dyn Helper>) -> Result<Steps> {
+    let batch = gucs::batch_size();
+    // Hit counts are halved first, alone: a row locked by another step would be skipped.
+    let age = step("age_hits", || age_hits(d, dry_run, batch))?;
+    // The helper, when it started, expires and purges while this process evicts.
+    let helper = match helper {
+        Some(h) if !dry_run => h.start().then_some(h),
+        _ => None,
+    };
+    let mut expired = None;
+    if helper.is_none() {
+        expired = Some(step("expire", || expire(d, dry_run, batch))?);
+    }
+    let here = step("evict", || evict(d, dry_run, batch));
+    let mut reported = Vec::new();
+    let mut evicted = match helper {
+        Some(h) => {
+            if here.is_err() {
+                h.stop();
             }
+            // The helper has exited before the pass goes on, or fails.
+            let joined = h.join();
+            let mine = here?;
+            reported = joined?;
+            mine
         }
-    })?);
+        None => here?,
+    };
+    let mut take = |name: &str| reported.iter().position(|s| s.name == name).map(|i| reported.remove(i));
+    // What the helper did not report (it could not connect, say), the pass does itself.
+    let expired = match expired.or_else(|| take("expire")) {
+        Some(s) => s,
+        None => step("expire", || expire(d, dry_run, batch))?,
+    };
+    let purged = take("purge");
 
-    // 3. Evict above the capacity.
-    steps.push(step("evict", || -> Result<i64> {
-        Ok(match gucs::capacity() {
-            None => 0,
-            Some(cap) => {
-                if dry_run {
-                    d.read(|c| {
-                        let table = crate::plans::read(c, OVER_CAPACITY, &[cap.into()]).map_err(spi("finding users above the capacity"))?;
-                        let mut n = 0i64;
-                        for row in table {
-                            n += row.get::<i64>(2).map_err(spi("reading a user"))?.unwrap_or(0).max(0);
-                        }
-                        Ok(n)
-                    })?
-                } else {
-                    let over: Vec<(String, i64, Vec<String>)> = d.read(|c| {
-                        let table =
-                            crate::plans::read(c, OVER_CAPACITY_MODELS, &[cap.into()]).map_err(spi("finding users above the capacity"))?;
-                        let mut out = Vec::new();
-                        for row in table {
-                            let e = spi("reading a user");
-                            let (Some(user), Some(excess)) = (row.get::<String>(1).map_err(&e)?, row.get::<i64>(2).map_err(&e)?) else {
-                                continue;
-                            };
-                            let models: Vec<String> =
-                                row.get::<Vec<Option<String>>>(3).map_err(&e)?.unwrap_or_default().into_iter().flatten().collect();
-                            out.push((user, excess, models));
-                        }
-                        Ok(out)
-                    })?;
-                    let weights = gucs::retention_weights();
-                    let mut total = 0;
-                    let mut start = 0;
-                    while start < over.len() {
-                        // Users whose excess adds up to about a batch; one user at least.
-                        let mut end = start;
-                        let mut n = 0;
-                        while end < over.len() && (end == start || n + over[end].1 <= batch) {
-                            n += over[end].1;
-                            end += 1;
-                        }
-                        let group = &over[start..end];
-                        let evicted = d.unit(|c| evict_users(c, group, cap, batch, &weights))?;
-                        total += evicted;
-                        // A user with more than a batch to lose is read again.
-                        if !(end == start + 1 && evicted >= batch) {
-                            start = end;
-                        }
-                    }
-                    total
-                }
-            }
-        })
-    })?);
-
-    // 3b. The archive's own bound, counted in the evict step.
-    let archive_cap = gucs::archive_capacity();
-    if let (Some(cap), Some(evict)) = (archive_cap, steps.last_mut()) {
+    // The archive's own bound, counted in the evict step.
+    if let Some(cap) = gucs::archive_capacity() {
         let started = std::time::Instant::now();
         let cap = cap.min(i32::MAX as i64);
-        let n = if dry_run {
+        evicted.rows += if dry_run {
             d.read(|c| tally(c, ARCHIVE_OVER_COUNT, &[cap.into()], "counting archived memories"))?
         } else {
             until_done(d, batch, |c| count(c, ARCHIVE_OVER_BATCH, &[batch.into(), cap.into()], "evicting archived memories"))?
         };
-        evict.rows += n;
-        evict.ms += started.elapsed().as_secs_f64() * 1000.0;
+        evicted.ms += started.elapsed().as_secs_f64() * 1000.0;
     }
 
-    // 4. Purge after the regret window; delete turns past their retention.
-    steps.push(step("purge", || -> Result<i64> {
-        let memories = older_than(d, dry_run, batch, gucs::regret_window_minutes(), PURGE_COUNT, "purging retired memories", purge_batch)?;
-        let turns = older_than(d, dry_run, batch, gucs::turn_retention_minutes(), PURGE_TURNS_COUNT, "deleting old turns", |c, b, m| {
-            count(c, PURGE_TURNS_BATCH, &[b.into(), m.into()], "deleting old turns")
+    let purged = match purged {
+        Some(s) => s,
+        None => step("purge", || purge(d, dry_run, batch))?,
+    };
+    Ok(vec![expired, age, evicted, purged])
+}
+
+/// 1. Expire.
+fn expire<D: Driver>(d: &mut D, dry_run: bool, batch: i64) -> Result<i64> {
+    if dry_run {
+        d.read(|c| tally(c, EXPIRE_COUNT, &[], "counting expired memories"))
+    } else {
+        until_done(d, batch, |c| {
+            let _marked = crate::api::pack::MarkingOwnWrites::start();
+            count(c, EXPIRE_BATCH, &[batch.into()], "expiring memories")
+        })
+    }
+}
+
+/// 2. Age hit counts, when due.
+fn age_hits<D: Driver>(d: &mut D, dry_run: bool, batch: i64) -> Result<i64> {
+    let halflife = gucs::hit_halflife_minutes().min(i32::MAX as i64) as i32;
+    let due: Option<bool> = d.read(|c| {
+        first_value::<bool>(crate::plans::read(c, HALVED_AT, &[halflife.into()]).map_err(spi("reading when hits were halved"))?)
+            .map_err(spi("reading when hits were halved"))
+    })?;
+    if dry_run {
+        return if due == Some(true) { d.read(|c| tally(c, HALVE_COUNT, &[], "counting hit counts")) } else { Ok(0) };
+    }
+    if due == Some(false) {
+        return Ok(0);
+    }
+    // Due, or the first pass, which only starts the clock. The clock is set before the
+    // halving, so a pass stopped half-way halves no row twice.
+    d.unit(|c| {
+        crate::plans::write(c, MARK_HALVED, &[]).map_err(spi("recording the halving"))?;
+        Ok(())
+    })?;
+    if due.is_none() {
+        return Ok(0);
+    }
+    let mut after = 0i64;
+    let mut total = 0i64;
+    loop {
+        let (n, last) = d.unit(|c| {
+            let table = crate::plans::write(c, HALVE_BATCH, &[batch.into(), after.into()]).map_err(spi("halving hit counts"))?;
+            table.first().get_two::<i64, i64>().map_err(spi("halving hit counts"))
         })?;
-        Ok(memories + turns)
-    })?);
-    Ok(steps)
+        let n = n.unwrap_or(0);
+        total += n;
+        after = last.unwrap_or(after);
+        if n < batch {
+            return Ok(total);
+        }
+    }
+}
+
+/// 3. Evict above the capacity (the archive's bound is applied by the pass after expiry).
+fn evict<D: Driver>(d: &mut D, dry_run: bool, batch: i64) -> Result<i64> {
+    let Some(cap) = gucs::capacity() else { return Ok(0) };
+    if dry_run {
+        return d.read(|c| {
+            let table = crate::plans::read(c, OVER_CAPACITY, &[cap.into()]).map_err(spi("finding users above the capacity"))?;
+            let mut n = 0i64;
+            for row in table {
+                n += row.get::<i64>(2).map_err(spi("reading a user"))?.unwrap_or(0).max(0);
+            }
+            Ok(n)
+        });
+    }
+    let over: Vec<(String, i64, Vec<String>)> = d.read(|c| {
+        let table = crate::plans::read(c, OVER_CAPACITY_MODELS, &[cap.into()]).map_err(spi("finding users above the capacity"))?;
+        let mut out = Vec::new();
+        for row in table {
+            let e = spi("reading a user");
+            let (Some(user), Some(excess)) = (row.get::<String>(1).map_err(&e)?, row.get::<i64>(2).map_err(&e)?) else {
+                continue;
+            };
+            let models: Vec<String> = row.get::<Vec<Option<String>>>(3).map_err(&e)?.unwrap_or_default().into_iter().flatten().collect();
+            out.push((user, excess, models));
+        }
+        Ok(out)
+    })?;
+    let weights = gucs::retention_weights();
+    let mut total = 0;
+    let mut start = 0;
+    while start < over.len() {
+        // Users whose excess adds up to about a batch; one user at least.
+        let mut end = start;
+        let mut n = 0;
+        while end < over.len() && (end == start || n + over[end].1 <= batch) {
+            n += over[end].1;
+            end += 1;
+        }
+        let group = &over[start..end];
+        let evicted = d.unit(|c| evict_users(c, group, cap, batch, &weights))?;
+        total += evicted;
+        // A user with more than a batch to lose is read again.
+        if !(end == start + 1 && evicted >= batch) {
+            start = end;
+        }
+    }
+    Ok(total)
+}
+
+/// 4. Purge after the regret window; delete turns past their retention.
+fn purge<D: Driver>(d: &mut D, dry_run: bool, batch: i64) -> Result<i64> {
+    let memories = older_than(d, dry_run, batch, gucs::regret_window_minutes(), PURGE_COUNT, "purging retired memories", purge_batch)?;
+    let turns = older_than(d, dry_run, batch, gucs::turn_retention_minutes(), PURGE_TURNS_COUNT, "deleting old turns", |c, b, m| {
+        count(c, PURGE_TURNS_BATCH, &[b.into(), m.into()], "deleting old turns")
+    })?;
+    Ok(memories + turns)
 }
 
 /// One batch of the purge of retired memories: the users' pack locks first, then the deletes,

@@ -24,7 +24,7 @@ fn configure(c: &mut Client, settings: &[(&str, &str)]) {
 }
 
 fn reset_settings(c: &mut Client) {
-    for name in ["forget_interval", "consolidate_interval", "workers_enabled", "capacity", "batch_size", "batch_pause"] {
+    for name in ["forget_interval", "consolidate_interval", "workers_enabled", "capacity", "batch_size", "batch_pause", "forget_helper"] {
         c.batch_execute(&format!("ALTER SYSTEM RESET agent_memory.{name}")).unwrap();
     }
     c.batch_execute("SELECT pg_reload_conf()").unwrap();
@@ -304,5 +304,110 @@ fn sigterm_stops_a_pass_between_batches_and_the_worker_comes_back() {
     wait_for("the next pass to finish the evictions", Duration::from_secs(60), || {
         c.query_one("SELECT count(*) FROM agent_memory.memories WHERE active", &[]).unwrap().get::<_, i64>(0) == 20 * 50
     });
+    reset_settings(&mut c);
+}
+
+/// The steps of the worker's forgetting run `id`, its status and its longest batch.
+fn forget_run(c: &mut Client, id: i64) -> (serde_json::Value, String, Option<f64>) {
+    let r = c.query_one("SELECT steps::text, status, longest_batch_ms FROM agent_memory.runs WHERE id = $1", &[&id]).unwrap();
+    (serde_json::from_str(r.get::<_, &str>(0)).unwrap(), r.get(1), r.get(2))
+}
+
+/// Lets the worker run one forgetting pass, watching `pg_stat_activity` for its helper, then
+/// stops the worker's passes; returns the run's id and whether a helper was seen.
+fn watched_pass(c: &mut Client) -> (i64, bool) {
+    let before: i64 = c.query_one("SELECT coalesce(max(id), 0) FROM agent_memory.runs WHERE job = 'forget'", &[]).unwrap().get(0);
+    configure(c, &[("forget_interval", "1s"), ("consolidate_interval", "1h"), ("workers_enabled", "on")]);
+    let mut seen = false;
+    let mut run = None;
+    wait_for("a forgetting pass to finish", Duration::from_secs(120), || {
+        seen |= c
+            .query_one("SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE backend_type = 'agent_memory helper' AND datname = $1)", &[&DB])
+            .unwrap()
+            .get::<_, bool>(0);
+        run = c
+            .query_opt(
+                "SELECT id FROM agent_memory.runs WHERE job = 'forget' AND by_worker AND id > $1 AND status <> 'running' ORDER BY id LIMIT 1",
+                &[&before],
+            )
+            .unwrap()
+            .map(|r| r.get(0));
+        run.is_some()
+    });
+    configure(c, &[("workers_enabled", "off"), ("forget_interval", "1h")]);
+    // A pass the worker started before it saw the new settings ends first.
+    std::thread::sleep(Duration::from_secs(2));
+    wait_for("no pass to run", Duration::from_secs(120), || runs(c, "forget", "running") == 0);
+    (run.unwrap(), seen)
+}
+
+/// A helper's share of the pass: expired, over-capacity and long-retired memories of `prefix`'s
+/// users, and what a dry run counts for each step.
+fn helper_data(c: &mut Client, prefix: &str) -> serde_json::Value {
+    c.batch_execute(&format!(
+        "INSERT INTO agent_memory.memories (user_id, content, emb, embedding_model)
+         SELECT '{prefix}' || (i % 30), 'note ' || i, ARRAY[sin(i), cos(i), 1]::real[]::vector, 'h3'
+           FROM generate_series(1, 12000) i;
+         UPDATE agent_memory.memories SET expires_at = now() - interval '1 hour'
+          WHERE user_id LIKE '{prefix}%' AND (id / 30) % 5 = 1;
+         UPDATE agent_memory.memories SET active = false, retired_reason = 'evicted', retired_at = now() - interval '40 days'
+          WHERE user_id LIKE '{prefix}%' AND (id / 30) % 5 = 2;"
+    ))
+    .unwrap();
+    let mut counts = serde_json::Map::new();
+    for r in c.query("SELECT step, rows FROM agent_memory.memory_forget(dry_run => true)", &[]).unwrap() {
+        counts.insert(r.get::<_, String>(0), r.get::<_, i64>(1).into());
+    }
+    serde_json::Value::Object(counts)
+}
+
+/// Each of `prefix`'s users after a pass: the capacity's number of live memories, none expired
+/// and active, none retired before the regret window.
+fn assert_forgotten(c: &mut Client, prefix: &str) {
+    let r = c
+        .query_one(
+            "SELECT count(DISTINCT user_id) FILTER (WHERE active AND archived_at IS NULL),
+                    count(*) FILTER (WHERE active AND archived_at IS NULL),
+                    count(*) FILTER (WHERE active AND expires_at <= now()),
+                    count(*) FILTER (WHERE NOT active AND retired_at < now() - interval '30 days')
+               FROM agent_memory.memories WHERE user_id LIKE $1 || '%'",
+            &[&prefix],
+        )
+        .unwrap();
+    let (users, live, expired, old): (i64, i64, i64, i64) = (r.get(0), r.get(1), r.get(2), r.get(3));
+    assert_eq!((users, live, expired, old), (30, 30 * 100, 0, 0), "users, live memories, expired and active, retired long ago");
+}
+
+#[test]
+fn a_helper_expires_and_purges_while_the_worker_evicts() {
+    let mut c = worker_db();
+    configure(&mut c, &[("workers_enabled", "off"), ("capacity", "100"), ("batch_size", "200"), ("batch_pause", "30ms")]);
+    // 30 users × 400 memories: 80 each expired, 80 retired 40 days ago, 240 live for a capacity
+    // of 100. Small batches with a pause: a pass of a few seconds.
+    let want = helper_data(&mut c, "hp-");
+    assert_eq!((want["expire"].as_i64(), want["evict"].as_i64(), want["purge"].as_i64()), (Some(30 * 80), Some(30 * 140), Some(30 * 80)));
+
+    // The helper runs beside the worker; the run does what the dry run counted.
+    let (run, seen) = watched_pass(&mut c);
+    assert!(seen, "no helper was seen during the pass");
+    let (steps, status, longest) = forget_run(&mut c, run);
+    assert_eq!(status, "succeeded", "{steps}");
+    for step in ["expire", "evict", "purge"] {
+        assert_eq!(steps[step], want[step], "step {step}: the run did {steps}, the dry run counted {want}");
+    }
+    assert!(longest.is_some_and(|ms| ms > 0.0));
+    assert_forgotten(&mut c, "hp-");
+
+    // With the helper off, the worker runs every step itself, with the same outcome.
+    configure(&mut c, &[("forget_helper", "off")]);
+    let want = helper_data(&mut c, "hq-");
+    let (run, seen) = watched_pass(&mut c);
+    assert!(!seen, "a helper ran although agent_memory.forget_helper is off");
+    let (steps, status, _) = forget_run(&mut c, run);
+    assert_eq!(status, "succeeded", "{steps}");
+    for step in ["expire", "evict", "purge"] {
+        assert_eq!(steps[step], want[step], "step {step}: the run did {steps}, the dry run counted {want}");
+    }
+    assert_forgotten(&mut c, "hq-");
     reset_settings(&mut c);
 }
