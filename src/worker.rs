@@ -211,8 +211,8 @@ SELECT s.name::text, coalesce(f.setting, s.boot_val)::text \
    AND s.context OPERATOR(pg_catalog.<>) 'postmaster'";
 
 /// Makes the worker's session independent of what a database owner can set: the search path is
-/// `pg_catalog, pg_temp`, transactions are READ COMMITTED, JIT is off, and every
-/// `agent_memory.*` setting has its server-wide value. Called
+/// `pg_catalog, pg_temp`, transactions are READ COMMITTED, and every `agent_memory.*` setting
+/// has its server-wide value. Called
 /// after connecting and after every reload of the configuration.
 fn pin_session() -> Result<()> {
     in_transaction(|| {
@@ -225,9 +225,6 @@ fn pin_session() -> Result<()> {
             client
                 .select("SELECT pg_catalog.set_config('default_transaction_isolation', 'read committed', false)", None, &[])
                 .map_err(spi("setting the worker's isolation level"))?;
-            // A batch's statements are short and planned once (prepared); compiling them with
-            // JIT at every execution cost more than it saved (about 5% of a forgetting pass).
-            client.select("SELECT pg_catalog.set_config('jit', 'off', false)", None, &[]).map_err(spi("turning off JIT for the worker"))?;
             let mut pinned = Vec::new();
             for row in client.select(SERVER_WIDE_SETTINGS, None, &[]).map_err(spi("reading the server-wide settings"))? {
                 let name: Option<String> = row.get(1).map_err(spi("reading the server-wide settings"))?;
