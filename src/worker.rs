@@ -79,16 +79,22 @@ pub fn register() {
         .load();
 }
 
-/// Starts the worker of one database (dynamically, from the launcher).
-fn start_worker(db: &str) -> bool {
-    BackgroundWorkerBuilder::new(&format!("agent_memory worker for database {db}"))
-        .set_type(WORKER_TYPE)
+/// A dynamic background worker of this library that connects to database `db` (its extra)
+/// once recovery has finished: `kind` is its `backend_type`, `function` its entry point.
+fn database_worker(kind: &str, function: &str, db: &str) -> BackgroundWorkerBuilder {
+    BackgroundWorkerBuilder::new(&format!("{kind} for database {db}"))
+        .set_type(kind)
         .set_library("agent_memory")
-        .set_function("agent_memory_worker_main")
-        .set_argument(None)
+        .set_function(function)
         .set_extra(db)
         .enable_spi_access()
         .set_start_time(BgWorkerStartTime::RecoveryFinished)
+}
+
+/// Starts the worker of one database (dynamically, from the launcher).
+fn start_worker(db: &str) -> bool {
+    database_worker(WORKER_TYPE, "agent_memory_worker_main", db)
+        .set_argument(None)
         .set_restart_time(Some(RESTART_AFTER))
         .load_dynamic()
         .is_ok()
@@ -426,15 +432,8 @@ impl crate::api::forget::Helper for PassHelper<'_> {
         if !gucs::forget_helper() {
             return false;
         }
-        let db = BackgroundWorker::get_extra();
-        let started = BackgroundWorkerBuilder::new(&format!("agent_memory helper for database {db}"))
-            .set_type(HELPER_TYPE)
-            .set_library("agent_memory")
-            .set_function("agent_memory_helper_main")
+        let started = database_worker(HELPER_TYPE, "agent_memory_helper_main", BackgroundWorker::get_extra())
             .set_argument(self.run_id.into_datum())
-            .set_extra(db)
-            .enable_spi_access()
-            .set_start_time(BgWorkerStartTime::RecoveryFinished)
             .set_restart_time(None)
             .set_notify_pid(crate::pg::backend_pid())
             .load_dynamic();

@@ -190,8 +190,9 @@ fn tally(
 }
 
 /// A second process that runs the expire and purge steps of a worker's pass while the pass
-/// ages hit counts and evicts: the steps change different rows (expired, over capacity, and
-/// retired long ago), and a retirement's cost is mostly writing, which two processes share.
+/// evicts (hit counts are halved before it starts): the steps change different rows (expired,
+/// over capacity, and retired long ago), and a retirement's cost is mostly writing, which two
+/// processes share.
 pub trait Helper {
     /// Starts the helper; false when it cannot (the pass then runs every step itself).
     fn start(&mut self) -> bool;
