@@ -273,3 +273,28 @@ fn the_leaf_walk_finds_the_entries_the_index_scan_finds() {
         }
     }
 }
+
+/// Eviction ranks in a read of its own, then retires in a batch only the chosen rows that are
+/// still as they were read: a row written in between (here a touch, and a new protection) keeps
+/// its place until the next pass ranks it again.
+#[pg_test]
+fn eviction_retires_only_the_rows_still_as_ranked() {
+    seed("rank-user", 30, "rank-8");
+    let users = vec![("rank-user".to_string(), 20, vec!["rank-8".to_string()])];
+    let weights = crate::gucs::retention_weights();
+    let (ids, tids) = crate::api::forget::rank_users(&users, 10, 1000, &weights).unwrap();
+    assert_eq!(ids.len(), 20);
+    assert_eq!(tids.len(), 20);
+    Spi::run_with_args("UPDATE agent_memory.memories SET hit_count = hit_count + 1 WHERE id = $1", &[ids[0].into()]).unwrap();
+    Spi::run_with_args("UPDATE agent_memory.memories SET protected = true WHERE id = $1", &[ids[1].into()]).unwrap();
+    let retired = Spi::connect_mut(|c| crate::api::forget::retire_rows(c, ids.clone(), tids.clone())).unwrap();
+    assert_eq!(retired, 18);
+    let still = |id: i64| Spi::get_one_with_args::<bool>("SELECT active FROM agent_memory.memories WHERE id = $1", &[id.into()]).unwrap();
+    assert_eq!(still(ids[0]), Some(true));
+    assert_eq!(still(ids[1]), Some(true));
+    assert_eq!(count("SELECT count(*) FROM agent_memory.memories WHERE user_id = 'rank-user' AND NOT active AND retired_reason = 'evicted'"), 18);
+    // The next pass ranks again and brings the user down to the capacity.
+    Spi::run("SET agent_memory.capacity = 10").unwrap();
+    Spi::run("SELECT * FROM agent_memory.memory_forget()").unwrap();
+    assert_eq!(count("SELECT count(*) FROM agent_memory.memories WHERE user_id = 'rank-user' AND active"), 10);
+}

@@ -306,14 +306,17 @@ impl Driver for WorkerDriver {
 
 impl WorkerDriver {
     fn run<R>(&mut self, f: impl FnOnce(&mut SpiClient<'_>) -> Result<R>, writes: bool) -> Result<R> {
-        if !self.first {
+        // The pause is between two batches: a read that plans the next one does not wait.
+        if writes && !self.first {
             let pause = gucs::batch_pause();
             if !pause.is_zero() && !BackgroundWorker::wait_latch(Some(pause)) {
                 // (wait_latch consumed the SIGTERM: the main loop must still see it.)
                 crate::pg::remember_shutdown();
             }
         }
-        self.first = false;
+        if writes {
+            self.first = false;
+        }
         reload_config_if_asked();
         if shutdown_requested() {
             return Err(MemoryError::new(

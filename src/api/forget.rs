@@ -21,7 +21,10 @@
 //! it. Each step runs in batches of at most
 //! `agent_memory.batch_size` rows; rows locked by a concurrent write are skipped, not waited for.
 //! A batch finds its rows, locks them and changes them in one statement, addressing them by
-//! their physical position (`ctid`) once found, so no row is looked up twice.
+//! their physical position (`ctid`) once found, so no row is looked up twice. Eviction and the
+//! archive's bound choose their rows by a ranking first, in a read of its own (no row locks);
+//! the batch then retires the chosen rows that are still as they were read, so a batch holds
+//! its locks only while its rows change.
 //!
 //! In a worker, a helper process (`agent_memory.forget_helper`, a dynamic background worker)
 //! expires and purges while the worker evicts: the steps change different rows, and most of a
@@ -97,12 +100,14 @@ SELECT m.user_id, least(count(*) - $1, count(*) FILTER (WHERE NOT m.protected AN
  ORDER BY m.user_id";
 
 /// Users above the capacity by their count of active memories (the expire step has just
-/// retired the expired ones), with their embedding models.
+/// retired the expired ones), with their embedding models. Counted per user and model first
+/// (one hash aggregate over the table, no sort of its rows), then per user.
 const OVER_CAPACITY_MODELS: &str = "\
-SELECT m.user_id, count(*) - $1 AS excess, array_agg(DISTINCT m.embedding_model) \
-  FROM agent_memory.memories m WHERE m.active AND m.archived_at IS NULL \
- GROUP BY m.user_id HAVING count(*) > $1 \
- ORDER BY m.user_id";
+SELECT g.user_id, sum(g.n)::bigint - $1 AS excess, array_agg(g.embedding_model) \
+  FROM (SELECT m.user_id, m.embedding_model, count(*) AS n FROM agent_memory.memories m \
+         WHERE m.active AND m.archived_at IS NULL GROUP BY m.user_id, m.embedding_model) g \
+ GROUP BY g.user_id HAVING sum(g.n) > $1 \
+ ORDER BY g.user_id";
 
 /// Retires the rows `($1[i], $2[i])` = (id, ctid) chosen by the ranking, skipping rows a
 /// concurrent write holds.
@@ -123,15 +128,22 @@ WITH locked AS (SELECT m.ctid AS t FROM agent_memory.memories m \
 SELECT count(*) FROM u";
 
 /// The archive of each user beyond `agent_memory.archive_capacity`: its least recently recalled
-/// memories retire (reason `evicted`), at most a batch at a time.
-const ARCHIVE_OVER_BATCH: &str = "\
-WITH r AS (SELECT m.ctid AS t, row_number() OVER (PARTITION BY m.user_id ORDER BY m.last_hit_at DESC, m.id DESC) AS n \
+/// memories, at most `$1` of them, as (ids, positions). Only reads: the rows retire in a batch
+/// of their own (ARCHIVE_RETIRE_ROWS).
+const ARCHIVE_OVER_FIND: &str = "\
+WITH r AS (SELECT m.ctid AS t, m.id, row_number() OVER (PARTITION BY m.user_id ORDER BY m.last_hit_at DESC, m.id DESC) AS n \
              FROM agent_memory.memories m WHERE m.active AND m.archived_at IS NOT NULL AND NOT m.protected), \
-     c AS (SELECT m.ctid AS t FROM agent_memory.memories m JOIN r ON m.ctid = r.t \
-            WHERE r.n > $2 LIMIT $1 FOR UPDATE OF m SKIP LOCKED), \
+     o AS (SELECT r.t, r.id FROM r WHERE r.n > $2 LIMIT $1) \
+SELECT coalesce(array_agg(o.id), '{}'), coalesce(array_agg(o.t), '{}') FROM o";
+/// Retires (reason `evicted`) the archived rows `($1[i], $2[i])` = (id, ctid) that
+/// ARCHIVE_OVER_FIND chose and are still as found, skipping rows a concurrent write holds.
+const ARCHIVE_RETIRE_ROWS: &str = "\
+WITH locked AS (SELECT m.ctid AS t FROM agent_memory.memories m \
+                  JOIN unnest($1::bigint[], $2::tid[]) AS x(id, t) ON m.ctid = x.t AND m.id = x.id \
+                 WHERE m.active AND m.archived_at IS NOT NULL AND NOT m.protected FOR UPDATE OF m SKIP LOCKED), \
      u AS (UPDATE agent_memory.memories m \
               SET active = false, retired_reason = 'evicted', retired_at = now(), version = m.version + 1 \
-             FROM c WHERE m.ctid = c.t RETURNING 1) \
+             FROM locked l WHERE m.ctid = l.t RETURNING 1) \
 SELECT count(*) FROM u";
 const ARCHIVE_OVER_COUNT: &str = "\
 SELECT coalesce(sum(x.n - $1), 0)::bigint FROM (SELECT count(*) AS n FROM agent_memory.memories m \
@@ -271,7 +283,7 @@ fn pass<D: Driver>(d: &mut D, dry_run: bool, helper: Option<&mut dyn Helper>) ->
         evicted.rows += if dry_run {
             d.read(|c| tally(c, ARCHIVE_OVER_COUNT, &[cap.into()], "counting archived memories"))?
         } else {
-            until_done(d, batch, |c| count(c, ARCHIVE_OVER_BATCH, &[batch.into(), cap.into()], "evicting archived memories"))?
+            archive_over(d, batch, cap)?
         };
         evicted.ms += started.elapsed().as_secs_f64() * 1000.0;
     }
@@ -371,7 +383,10 @@ fn evict<D: Driver>(d: &mut D, dry_run: bool, batch: i64) -> Result<i64> {
             end += 1;
         }
         let group = &over[start..end];
-        let evicted = d.unit(|c| evict_users(c, group, cap, batch, &weights))?;
+        // The ranking only reads; the batch that retires what it chose is a unit of its own,
+        // so the rows are locked only while they change.
+        let (ids, tids) = d.read(|_| rank_users(group, cap, batch, &weights))?;
+        let evicted = if ids.is_empty() { 0 } else { d.unit(|c| retire_rows(c, ids, tids))? };
         total += evicted;
         // A user with more than a batch to lose is read again.
         if !(end == start + 1 && evicted >= batch) {
@@ -425,15 +440,36 @@ fn older_than<D: Driver>(
     }
 }
 
+/// The archives beyond `agent_memory.archive_capacity`, a batch at a time: each batch is found by
+/// a read, then retired by a unit of its own (skipping rows a concurrent write holds).
+fn archive_over<D: Driver>(d: &mut D, batch: i64, cap: i64) -> Result<i64> {
+    let mut total = 0;
+    loop {
+        let (ids, tids): (Option<Vec<i64>>, Option<Vec<pg_sys::ItemPointerData>>) = d.read(|c| {
+            let e = spi("finding archived memories beyond the archive's capacity");
+            crate::plans::read(c, ARCHIVE_OVER_FIND, &[batch.into(), cap.into()]).map_err(&e)?.first().get_two().map_err(&e)
+        })?;
+        let (ids, tids) = (ids.unwrap_or_default(), tids.unwrap_or_default());
+        if ids.is_empty() {
+            return Ok(total);
+        }
+        let n = d.unit(|c| count(c, ARCHIVE_RETIRE_ROWS, &[ids.into(), tids.into()], "evicting archived memories"))?;
+        total += n;
+        if n < batch {
+            return Ok(total);
+        }
+    }
+}
+
 /// Ranks the memories of `users` (with their models) by retention score, reading them in place
-/// with the per-user index scan, and retires those ranked below the capacity: at most `batch`.
-fn evict_users(
-    client: &mut pgrx::spi::SpiClient<'_>,
+/// with the per-user index scan, and returns those ranked below the capacity, at most `batch`,
+/// as (ids, positions).
+pub(crate) fn rank_users(
     users: &[(String, i64, Vec<String>)],
     cap: i64,
     batch: i64,
     weights: &agent_memory_core::forget::RetentionWeights,
-) -> Result<i64> {
+) -> Result<(Vec<i64>, Vec<pg_sys::ItemPointerData>)> {
     use agent_memory_core::forget::{select_evictions, Keepable};
     let now = crate::pg::transaction_start();
     let mut ids: Vec<i64> = Vec::new();
@@ -473,9 +509,12 @@ fn evict_users(
         }
         Ok(())
     })?;
-    if ids.is_empty() {
-        return Ok(0);
-    }
+    Ok((ids, tids))
+}
+
+/// Retires the rows the ranking chose (facts retire, episodes move to the archive), skipping
+/// those a concurrent write holds or has changed since (their position is no longer theirs).
+pub(crate) fn retire_rows(client: &mut pgrx::spi::SpiClient<'_>, ids: Vec<i64>, tids: Vec<pg_sys::ItemPointerData>) -> Result<i64> {
     let _marked = crate::api::pack::MarkingOwnWrites::start();
     count(client, EVICT_ROWS, &[ids.into(), tids.into()], "evicting memories")
 }

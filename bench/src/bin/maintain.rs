@@ -9,6 +9,10 @@
 //! object); 20 pairs of near-duplicate paraphrases; 40 episodes 40 days old about 4 subjects;
 //! 50 one-off items 40 days old, never recalled; and 550 ordinary memories from the last 25
 //! days with some recalls.
+//!
+//! `BENCH_LOAD_ONLY=1` stops after loading; `BENCH_STOP_BEFORE_FORGET=1` after the
+//! consolidation pass, leaving the database as the forgetting pass would find it (to copy the
+//! stopped server's data directory and run that pass again on the same state).
 
 use std::time::{Duration, Instant, SystemTime};
 
@@ -252,6 +256,9 @@ fn main() {
     // The passes, by the worker, consolidation first (it only retires and archives), then
     // forgetting.
     let cons = worker_pass(&mut c, "consolidate");
+    if std::env::var("BENCH_STOP_BEFORE_FORGET").is_ok() {
+        return;
+    }
     let forget = worker_pass(&mut c, "forget");
     // Second passes by hand: the steady state, with little left to do.
     let (again_c, again_c_steps) = timed(&mut c, "SELECT * FROM agent_memory.memory_consolidate()");
