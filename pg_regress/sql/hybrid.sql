@@ -75,10 +75,15 @@ SELECT step FROM agent_memory.memory_forget() WHERE step = 'evict';
 SELECT count(*) FILTER (WHERE active AND archived_at IS NULL) AS live, count(*) FILTER (WHERE active AND archived_at IS NOT NULL) AS archived,
        count(*) FILTER (WHERE NOT active) AS retired
   FROM agent_memory.memories WHERE user_id = 'cap-user';
--- The archive has its own bound: beyond it, the least recently recalled retire.
+-- The archive has its own bound: beyond it, the least recently recalled retire. Of the two
+-- archived turns, the older one is recalled now: it is the one kept.
+UPDATE agent_memory.memories SET last_hit_at = now() + interval '1 minute'
+ WHERE id = (SELECT min(id) FROM agent_memory.memories WHERE user_id = 'cap-user' AND active AND archived_at IS NOT NULL);
 SET agent_memory.archive_capacity = 1;
 SELECT step FROM agent_memory.memory_forget() WHERE step = 'evict';
 SELECT count(*) FILTER (WHERE active AND archived_at IS NOT NULL) AS archived, count(*) FILTER (WHERE NOT active) AS retired
   FROM agent_memory.memories WHERE user_id = 'cap-user';
+SELECT last_hit_at > now() AS recalled_last_kept, retired_reason IS NULL AS still_archived
+  FROM agent_memory.memories WHERE user_id = 'cap-user' AND active AND archived_at IS NOT NULL;
 RESET agent_memory.capacity;
 RESET agent_memory.archive_capacity;
