@@ -100,13 +100,18 @@ SELECT m.user_id, least(count(*) - $1, count(*) FILTER (WHERE NOT m.protected AN
  ORDER BY m.user_id";
 
 /// Users above the capacity by their count of active memories (the expire step has just
-/// retired the expired ones), with their embedding models. Counted per user and model first
-/// (one hash aggregate over the table, no sort of its rows), then per user.
+/// retired the expired ones), with their embedding models; counted per user and model first
+/// (one hash aggregate over the table, no sort of its rows), then per user. Also the users whose
+/// active memories that are not protected number more than the archive's capacity (`$2`): only
+/// these can end the pass with an archive beyond it (a pass archives live memories, never adds
+/// any), so when there is none the archive's bound has nothing to do.
 const OVER_CAPACITY_MODELS: &str = "\
-SELECT g.user_id, sum(g.n)::bigint - $1 AS excess, array_agg(g.embedding_model) \
-  FROM (SELECT m.user_id, m.embedding_model, count(*) AS n FROM agent_memory.memories m \
-         WHERE m.active AND m.archived_at IS NULL GROUP BY m.user_id, m.embedding_model) g \
- GROUP BY g.user_id HAVING sum(g.n) > $1 \
+SELECT g.user_id, sum(g.live)::bigint - $1 AS excess, array_agg(g.embedding_model) FILTER (WHERE g.live > 0), \
+       sum(g.unprotected)::bigint > $2 AS archive_may_exceed \
+  FROM (SELECT m.user_id, m.embedding_model, count(*) FILTER (WHERE m.archived_at IS NULL) AS live, \
+               count(*) FILTER (WHERE NOT m.protected) AS unprotected \
+          FROM agent_memory.memories m WHERE m.active GROUP BY m.user_id, m.embedding_model) g \
+ GROUP BY g.user_id HAVING sum(g.live) > $1 OR sum(g.unprotected) > $2 \
  ORDER BY g.user_id";
 
 /// Retires the rows `($1[i], $2[i])` = (id, ctid) chosen by the ranking, skipping rows a
@@ -253,7 +258,13 @@ fn pass<D: Driver>(d: &mut D, dry_run: bool, helper: Option<&mut dyn Helper>) ->
     if helper.is_none() {
         expired = Some(step("expire", || expire(d, dry_run, batch))?);
     }
-    let here = step("evict", || evict(d, dry_run, batch));
+    // Whether some user's archive may end the pass beyond its capacity (told by the evict step).
+    let mut archive_may_exceed = true;
+    let here = step("evict", || {
+        let (n, may_exceed) = evict(d, dry_run, batch)?;
+        archive_may_exceed = may_exceed;
+        Ok(n)
+    });
     let mut reported = Vec::new();
     let mut evicted = match helper {
         Some(h) => {
@@ -276,8 +287,9 @@ fn pass<D: Driver>(d: &mut D, dry_run: bool, helper: Option<&mut dyn Helper>) ->
     };
     let purged = take("purge");
 
-    // The archive's own bound, counted in the evict step.
-    if let Some(cap) = gucs::archive_capacity() {
+    // The archive's own bound, counted in the evict step; skipped when no user has enough
+    // memories to exceed it.
+    if let Some(cap) = gucs::archive_capacity().filter(|_| dry_run || archive_may_exceed) {
         let started = std::time::Instant::now();
         let cap = cap.min(i32::MAX as i64);
         evicted.rows += if dry_run {
@@ -346,8 +358,11 @@ fn age_hits<D: Driver>(d: &mut D, dry_run: bool, batch: i64) -> Result<i64> {
 }
 
 /// 3. Evict above the capacity (the archive's bound is applied by the pass after expiry).
-fn evict<D: Driver>(d: &mut D, dry_run: bool, batch: i64) -> Result<i64> {
-    let Some(cap) = gucs::capacity() else { return Ok(0) };
+///
+/// Returns the rows evicted, and whether some user's archive may end the pass beyond
+/// `agent_memory.archive_capacity` (true when that was not counted).
+fn evict<D: Driver>(d: &mut D, dry_run: bool, batch: i64) -> Result<(i64, bool)> {
+    let Some(cap) = gucs::capacity() else { return Ok((0, true)) };
     if dry_run {
         return d.read(|c| {
             let table = crate::plans::read(c, OVER_CAPACITY, &[cap.into()]).map_err(spi("finding users above the capacity"))?;
@@ -355,21 +370,28 @@ fn evict<D: Driver>(d: &mut D, dry_run: bool, batch: i64) -> Result<i64> {
             for row in table {
                 n += row.get::<i64>(2).map_err(spi("reading a user"))?.unwrap_or(0).max(0);
             }
-            Ok(n)
+            Ok((n, true))
         });
     }
-    let over: Vec<(String, i64, Vec<String>)> = d.read(|c| {
-        let table = crate::plans::read(c, OVER_CAPACITY_MODELS, &[cap.into()]).map_err(spi("finding users above the capacity"))?;
-        let mut out = Vec::new();
+    let archive_cap = gucs::archive_capacity().unwrap_or(i64::MAX);
+    let (over, archive_may_exceed) = d.read(|c| {
+        let table = crate::plans::read(c, OVER_CAPACITY_MODELS, &[cap.into(), archive_cap.into()])
+            .map_err(spi("finding users above the capacity"))?;
+        let mut out: Vec<(String, i64, Vec<String>)> = Vec::new();
+        let mut archive_may_exceed = false;
         for row in table {
             let e = spi("reading a user");
+            archive_may_exceed |= row.get::<bool>(4).map_err(&e)?.unwrap_or(true);
             let (Some(user), Some(excess)) = (row.get::<String>(1).map_err(&e)?, row.get::<i64>(2).map_err(&e)?) else {
                 continue;
             };
+            if excess <= 0 {
+                continue;
+            }
             let models: Vec<String> = row.get::<Vec<Option<String>>>(3).map_err(&e)?.unwrap_or_default().into_iter().flatten().collect();
             out.push((user, excess, models));
         }
-        Ok(out)
+        Ok((out, archive_may_exceed))
     })?;
     let weights = gucs::retention_weights();
     let mut total = 0;
@@ -393,7 +415,7 @@ fn evict<D: Driver>(d: &mut D, dry_run: bool, batch: i64) -> Result<i64> {
             start = end;
         }
     }
-    Ok(total)
+    Ok((total, archive_may_exceed))
 }
 
 /// 4. Purge after the regret window; delete turns past their retention.
