@@ -3,7 +3,7 @@
 //! * [`api`]: the SQL-visible functions, one module per concept;
 //! * [`vector`]: pgvector's `vector` / `halfvec` datums;
 //! * [`pg`]: safe wrappers over PostgreSQL's C API (transaction state, the worker's signals);
-//!   with `vector`, `scan`, `json` and `version`, the only modules where `unsafe` is allowed;
+//!   with `vector`, `scan`, `json`, `share` and `version`, the only modules where `unsafe` is allowed;
 //! * [`gucs`]: every `agent_memory.*` setting;
 //! * [`error`]: every error, with its SQLSTATE and hint;
 //! * [`plans`]: prepared statements kept for the life of the backend;
@@ -11,6 +11,7 @@
 //! * [`locks`]: the advisory lock keys (per user, per job), salted with a secret;
 //! * [`runs`]: how forgetting and consolidation run their batches, their lock and run rows;
 //! * [`worker`]: the background workers that run them on a schedule;
+//! * [`share`]: what a worker's forgetting pass shares with its helper, in shared memory;
 //! * [`version`]: the installed schema's version against the library's (upgrades).
 //!
 //! The algorithms (decay, scoring, top-k, vector math) live in the `agent_memory_core` crate,
@@ -28,6 +29,7 @@ pub mod pg;
 pub mod plans;
 pub mod runs;
 pub mod scan;
+pub mod share;
 pub mod vector;
 pub mod version;
 pub mod worker;

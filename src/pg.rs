@@ -1,8 +1,8 @@
 //! Safe wrappers over the parts of PostgreSQL's C API the extension calls directly: transaction
 //! state, the current role, and what a background worker needs (signals, transactions, exit).
-//! With `src/vector.rs` (pgvector's datums), `src/scan.rs` (the direct index scan), `src/json.rs`
-//! and `src/version.rs` (symbols), this is where `unsafe` is allowed (`unsafe_code` is denied
-//! everywhere else, in Cargo.toml's `[lints]`).
+//! With `src/vector.rs` (pgvector's datums), `src/scan.rs` (the direct index scan), `src/json.rs`,
+//! `src/share.rs` (shared memory) and `src/version.rs` (symbols), this is where `unsafe` is
+//! allowed (`unsafe_code` is denied everywhere else, in Cargo.toml's `[lints]`).
 #![allow(unsafe_code)]
 
 use pgrx::pg_sys;

@@ -63,6 +63,8 @@ pub fn register() {
         );
         return;
     }
+    // The list a forgetting pass shares with its helper.
+    crate::share::init();
     let databases = gucs::worker_databases();
     if databases.is_empty() {
         log!("agent_memory: agent_memory.worker_databases is empty, so no forgetting or consolidation workers run");
@@ -383,7 +385,7 @@ fn run_job(job: Job, role: &str) {
     let mut d = WorkerDriver { role: role.to_string(), first: true, longest: Duration::ZERO };
     let pass = |d: &mut WorkerDriver, run_id: i64| match job {
         Job::Forget => {
-            let mut helper = PassHelper { role, run_id, running: None, longest: Duration::ZERO };
+            let mut helper = PassHelper { role, run_id, running: None, shared: None, longest: Duration::ZERO };
             let steps = crate::api::forget::forget_pass_helped(d, &mut helper);
             d.longest = d.longest.max(helper.longest);
             steps
@@ -413,12 +415,15 @@ fn run_job(job: Job, role: &str) {
 }
 
 /// The helper of one forgetting pass: a dynamic worker of the same database that runs the
-/// expire and purge steps (`forget::HELPER_STEPS`) while the pass evicts, and writes what it did
-/// into the pass's run row, where the pass reads it once the helper has exited.
+/// expire and purge steps (`forget::HELPER_STEPS`) while the pass evicts, then evicts the users
+/// it takes from the end of the pass's list (`crate::share`), and writes what it did into the
+/// pass's run row, where the pass reads it once the helper has exited.
 struct PassHelper<'a> {
     role: &'a str,
     run_id: i64,
     running: Option<DynamicBackgroundWorker>,
+    /// The pass's slot in shared memory, while the helper may take users from it.
+    shared: Option<crate::share::Reserved>,
     longest: Duration,
 }
 
@@ -435,6 +440,8 @@ impl crate::api::forget::Helper for PassHelper<'_> {
         if !gucs::forget_helper() {
             return false;
         }
+        // Before the helper starts: it waits for the list while the slot says it is coming.
+        self.shared = crate::share::reserve(self.run_id);
         let started = database_worker(HELPER_TYPE, "agent_memory_helper_main", BackgroundWorker::get_extra())
             .set_argument(self.run_id.into_datum())
             .set_restart_time(None)
@@ -446,19 +453,42 @@ impl crate::api::forget::Helper for PassHelper<'_> {
                 true
             }
             Err(_) => {
+                self.shared = None;
                 log!("agent_memory: the forgetting pass could not start its helper (max_worker_processes?); it runs every step itself");
                 false
             }
         }
     }
 
+    fn share(&mut self, users: &[crate::share::OverUser]) -> bool {
+        match &self.shared {
+            Some(s) => {
+                s.share(users);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn take_front(&mut self) -> Option<usize> {
+        self.shared.as_ref()?.take_front()
+    }
+
     fn stop(&mut self) {
+        if let Some(s) = &self.shared {
+            s.close();
+        }
         if let Some(h) = self.running.take() {
             let _ = h.terminate().wait_for_shutdown();
         }
     }
 
     fn join(&mut self) -> Result<crate::runs::Steps> {
+        // The pass's part is done: the helper finishes the users it took, and takes no more (a
+        // helper still waiting for the list stops waiting).
+        if let Some(s) = &self.shared {
+            s.close();
+        }
         if let Some(h) = self.running.take() {
             // Until it has exited; a SIGTERM to this worker is passed on.
             while let Ok(_) | Err(BackgroundWorkerStatus::NotYetStarted) = h.pid() {
@@ -482,6 +512,8 @@ impl crate::api::forget::Helper for PassHelper<'_> {
                 row.get::<String>(4).map_err(&e)?,
             ))
         })?;
+        // The helper has exited: the slot is free for another pass.
+        self.shared = None;
         self.longest = Duration::from_secs_f64(longest.unwrap_or(0.0).max(0.0) / 1000.0);
         if let Some(message) = error {
             return Err(MemoryError::new(PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE, message));
@@ -518,7 +550,10 @@ pub extern "C-unwind" fn agent_memory_helper_main(arg: pg_sys::Datum) {
     };
     let mut d = WorkerDriver { role: role.clone(), first: true, longest: Duration::ZERO };
     for name in crate::api::forget::HELPER_STEPS {
-        let outcome = crate::runs::step(name, || crate::api::forget::helper_step(&mut d, name));
+        let outcome = crate::runs::step(name, || match name {
+            "evict" => helper_evict(&mut d, run_id),
+            _ => crate::api::forget::helper_step(&mut d, name),
+        });
         let (steps, ms, error) = match &outcome {
             Ok(s) => (serde_json::json!({ name: s.rows }), serde_json::json!({ name: (s.ms * 10.0).round() / 10.0 }), None),
             Err(e) => (serde_json::json!({}), serde_json::json!({}), Some(e.message.clone())),
@@ -537,6 +572,31 @@ pub extern "C-unwind" fn agent_memory_helper_main(arg: pg_sys::Datum) {
         }
     }
     crate::pg::exit_process(0);
+}
+
+/// The helper's part of the evict step of run `run_id`: once the pass has shared its list of
+/// users above the capacity, the users it takes from the list's end. Nothing when the pass
+/// shares none (no slot was free), or closes the list before.
+fn helper_evict(d: &mut WorkerDriver, run_id: i64) -> Result<i64> {
+    use crate::share::Offer;
+    loop {
+        match crate::share::offer(run_id) {
+            Offer::None => return Ok(0),
+            Offer::Users(first, users) => {
+                let (cap, batch) = (gucs::capacity().unwrap_or(i64::MAX), gucs::batch_size());
+                return crate::api::forget::evict_users(d, &users, first, cap, batch, || crate::share::take_back(run_id));
+            }
+            Offer::NotYet => {
+                // The pass is still counting its users.
+                if !BackgroundWorker::wait_latch(Some(Duration::from_millis(20))) {
+                    crate::pg::remember_shutdown();
+                }
+                if shutdown_requested() {
+                    return Ok(0);
+                }
+            }
+        }
+    }
 }
 
 /// Marks as failed the runs a crash left 'running'.

@@ -28,9 +28,12 @@
 //!
 //! In a worker, a helper process (`agent_memory.forget_helper`, a dynamic background worker)
 //! expires and purges while the worker evicts: the steps change different rows, and most of a
-//! retirement's cost is writing its new row version and WAL, which two processes share. The
-//! archive's bound runs after both, since expiry and eviction both archive. By hand
-//! (`memory_forget`), the caller's transaction runs every step itself.
+//! retirement's cost is writing its new row version and WAL, which two processes share. Then the
+//! helper evicts as well: the worker shares its list of users above the capacity
+//! (`crate::share`), takes users from its front, and the helper from its back, so that both end
+//! together and no user is ranked by both. The archive's bound runs after both, since expiry and
+//! eviction both archive. By hand (`memory_forget`), the caller's transaction runs every step
+//! itself.
 
 use pgrx::datum::TimestampWithTimeZone;
 use pgrx::prelude::*;
@@ -38,6 +41,7 @@ use pgrx::prelude::*;
 use crate::error::{first_value, spi, OrRaise, Result};
 use crate::gucs;
 use crate::runs::{self, step, until_done, Driver, Job, Steps};
+pub use crate::share::OverUser;
 
 /// A fact past its retention or its `valid_until`, and an episode past its `valid_until`, retire
 /// (reason `expired`); an episode past its retention moves to the archive (it stays, and recall
@@ -213,6 +217,11 @@ fn tally(
 pub trait Helper {
     /// Starts the helper; false when it cannot (the pass then runs every step itself).
     fn start(&mut self) -> bool;
+    /// Offers the helper the pass's users above the capacity, in the order the pass evicts them;
+    /// false when it cannot take any (the pass then evicts every user itself).
+    fn share(&mut self, users: &[OverUser]) -> bool;
+    /// The pass's next user of the shared list (its index); `None` once the helper has the rest.
+    fn take_front(&mut self) -> Option<usize>;
     /// Asks the helper to stop between two batches (the pass failed).
     fn stop(&mut self);
     /// Waits for the helper to exit; returns the steps it finished, or the error it stopped
@@ -220,8 +229,8 @@ pub trait Helper {
     fn join(&mut self) -> Result<Steps>;
 }
 
-/// The steps a helper runs, in its order.
-pub const HELPER_STEPS: [&str; 2] = ["expire", "purge"];
+/// The steps a helper runs, in its order: its `evict` is the part of the pass's list it took.
+pub const HELPER_STEPS: [&str; 3] = ["expire", "purge", "evict"];
 
 /// The whole forgetting pass, in this process. With `dry_run`, every step counts what it would
 /// change instead.
@@ -260,8 +269,9 @@ fn pass<D: Driver>(d: &mut D, dry_run: bool, helper: Option<&mut dyn Helper>) ->
     }
     // Whether some user's archive may end the pass beyond its capacity (told by the evict step).
     let mut archive_may_exceed = true;
+    let mut helper = helper;
     let here = step("evict", || {
-        let (n, may_exceed) = evict(d, dry_run, batch)?;
+        let (n, may_exceed) = evict(d, dry_run, batch, helper.as_deref_mut())?;
         archive_may_exceed = may_exceed;
         Ok(n)
     });
@@ -286,6 +296,12 @@ fn pass<D: Driver>(d: &mut D, dry_run: bool, helper: Option<&mut dyn Helper>) ->
         None => step("expire", || expire(d, dry_run, batch))?,
     };
     let purged = take("purge");
+    // The users the helper took from the end of the evict step's list: counted in the step, and
+    // shown on their own.
+    let by_helper = take("evict").map(|s| {
+        evicted.rows += s.rows;
+        runs::Step { name: "evict_by_helper", ..s }
+    });
 
     // The archive's own bound, counted in the evict step; skipped when no user has enough
     // memories to exceed it.
@@ -304,7 +320,9 @@ fn pass<D: Driver>(d: &mut D, dry_run: bool, helper: Option<&mut dyn Helper>) ->
         Some(s) => s,
         None => step("purge", || purge(d, dry_run, batch))?,
     };
-    Ok(vec![expired, age, evicted, purged])
+    let mut steps = vec![expired, age, evicted, purged];
+    steps.extend(by_helper);
+    Ok(steps)
 }
 
 /// 1. Expire.
@@ -361,7 +379,9 @@ fn age_hits<D: Driver>(d: &mut D, dry_run: bool, batch: i64) -> Result<i64> {
 ///
 /// Returns the rows evicted, and whether some user's archive may end the pass beyond
 /// `agent_memory.archive_capacity` (true when that was not counted).
-fn evict<D: Driver>(d: &mut D, dry_run: bool, batch: i64) -> Result<(i64, bool)> {
+/// With a `helper`, the list of users is shared with it: the pass takes users from the front
+/// until the helper, taking them from the back, has the rest.
+fn evict<'h, D: Driver>(d: &mut D, dry_run: bool, batch: i64, helper: Option<&mut (dyn Helper + 'h)>) -> Result<(i64, bool)> {
     let Some(cap) = gucs::capacity() else { return Ok((0, true)) };
     if dry_run {
         return d.read(|c| {
@@ -377,7 +397,7 @@ fn evict<D: Driver>(d: &mut D, dry_run: bool, batch: i64) -> Result<(i64, bool)>
     let (over, archive_may_exceed) = d.read(|c| {
         let table = crate::plans::read(c, OVER_CAPACITY_MODELS, &[cap.into(), archive_cap.into()])
             .map_err(spi("finding users above the capacity"))?;
-        let mut out: Vec<(String, i64, Vec<String>)> = Vec::new();
+        let mut out: Vec<OverUser> = Vec::new();
         let mut archive_may_exceed = false;
         for row in table {
             let e = spi("reading a user");
@@ -393,29 +413,59 @@ fn evict<D: Driver>(d: &mut D, dry_run: bool, batch: i64) -> Result<(i64, bool)>
         }
         Ok((out, archive_may_exceed))
     })?;
+    let mut shared = match helper {
+        Some(h) => h.share(&over).then_some(h),
+        None => None,
+    };
+    let mut sequential = 0..over.len();
+    let total = evict_users(d, &over, 0, cap, batch, || match shared.as_deref_mut() {
+        Some(h) => h.take_front(),
+        None => sequential.next(),
+    })?;
+    Ok((total, archive_may_exceed))
+}
+
+/// Evicts above the capacity the users `take` gives, one index at a time into `users`, whose
+/// first entry has index `first` (a helper holds only the tail of the pass's list); stops when
+/// `take` has no more. Users whose excess adds up to about a batch are ranked together, one
+/// user at least, and a user with more than a batch to lose is ranked again.
+pub fn evict_users<D: Driver>(
+    d: &mut D,
+    users: &[OverUser],
+    first: usize,
+    cap: i64,
+    batch: i64,
+    mut take: impl FnMut() -> Option<usize>,
+) -> Result<i64> {
     let weights = gucs::retention_weights();
     let mut total = 0;
-    let mut start = 0;
-    while start < over.len() {
-        // Users whose excess adds up to about a batch; one user at least.
-        let mut end = start;
+    // A user taken that did not fit in the last group.
+    let mut pending: Option<&OverUser> = None;
+    loop {
+        let mut group: Vec<OverUser> = Vec::new();
         let mut n = 0;
-        while end < over.len() && (end == start || n + over[end].1 <= batch) {
-            n += over[end].1;
-            end += 1;
+        while let Some(user) = pending.take().or_else(|| take().and_then(|i| users.get(i.checked_sub(first)?))) {
+            if !group.is_empty() && n + user.1 > batch {
+                pending = Some(user);
+                break;
+            }
+            n += user.1;
+            group.push(user.clone());
         }
-        let group = &over[start..end];
-        // The ranking only reads; the batch that retires what it chose is a unit of its own,
-        // so the rows are locked only while they change.
-        let (ids, tids) = d.read(|_| rank_users(group, cap, batch, &weights))?;
-        let evicted = if ids.is_empty() { 0 } else { d.unit(|c| retire_rows(c, ids, tids))? };
-        total += evicted;
-        // A user with more than a batch to lose is read again.
-        if !(end == start + 1 && evicted >= batch) {
-            start = end;
+        if group.is_empty() {
+            return Ok(total);
+        }
+        loop {
+            // The ranking only reads; the batch that retires what it chose is a unit of its
+            // own, so the rows are locked only while they change.
+            let (ids, tids) = d.read(|_| rank_users(&group, cap, batch, &weights))?;
+            let evicted = if ids.is_empty() { 0 } else { d.unit(|c| retire_rows(c, ids, tids))? };
+            total += evicted;
+            if !(group.len() == 1 && evicted >= batch) {
+                break;
+            }
         }
     }
-    Ok((total, archive_may_exceed))
 }
 
 /// 4. Purge after the regret window; delete turns past their retention.
@@ -487,7 +537,7 @@ fn archive_over<D: Driver>(d: &mut D, batch: i64, cap: i64) -> Result<i64> {
 /// with the per-user index scan, and returns those ranked below the capacity, at most `batch`,
 /// as (ids, positions).
 pub(crate) fn rank_users(
-    users: &[(String, i64, Vec<String>)],
+    users: &[OverUser],
     cap: i64,
     batch: i64,
     weights: &agent_memory_core::forget::RetentionWeights,

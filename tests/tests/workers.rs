@@ -396,6 +396,9 @@ fn a_helper_expires_and_purges_while_the_worker_evicts() {
         assert_eq!(steps[step], want[step], "step {step}: the run did {steps}, the dry run counted {want}");
     }
     assert!(longest.is_some_and(|ms| ms > 0.0));
+    // The helper's share of the evict step, counted in it.
+    let by_helper = steps["evict_by_helper"].as_i64().expect("the helper's part of the evict step");
+    assert!((0..=30 * 140).contains(&by_helper), "{steps}");
     assert_forgotten(&mut c, "hp-");
 
     // With the helper off, the worker runs every step itself, with the same outcome.
@@ -408,6 +411,75 @@ fn a_helper_expires_and_purges_while_the_worker_evicts() {
     for step in ["expire", "evict", "purge"] {
         assert_eq!(steps[step], want[step], "step {step}: the run did {steps}, the dry run counted {want}");
     }
+    assert!(steps.get("evict_by_helper").is_none(), "{steps}");
     assert_forgotten(&mut c, "hq-");
+    reset_settings(&mut c);
+}
+
+#[test]
+fn the_helper_evicts_from_the_end_of_the_list_once_its_steps_are_done() {
+    let mut c = worker_db();
+    configure(&mut c, &[("workers_enabled", "off"), ("capacity", "100"), ("batch_size", "200"), ("batch_pause", "50ms")]);
+    // 40 users × 300 live memories for a capacity of 100, nothing expired or to purge: the
+    // helper's own steps end at once, and each user is a batch of its own, with a pause between
+    // two batches (a pass of about two seconds for one process).
+    c.batch_execute(
+        "INSERT INTO agent_memory.memories (user_id, content, emb, embedding_model, importance)
+         SELECT 'he-' || lpad((i % 40)::text, 2, '0'), 'note ' || i, ARRAY[sin(i), cos(i), 1]::real[]::vector, 'h3', (i % 7) / 7.0
+           FROM generate_series(1, 12000) i",
+    )
+    .unwrap();
+    let want: i64 = c.query_one("SELECT rows FROM agent_memory.memory_forget(dry_run => true) WHERE step = 'evict'", &[]).unwrap().get(0);
+    assert_eq!(want, 40 * 200);
+    // The memories each user keeps: the capacity's best by retention score, as one process
+    // would keep them.
+    let keep: Vec<(String, i64)> = c
+        .query(
+            "SELECT user_id, id FROM (SELECT user_id, id, row_number() OVER (PARTITION BY user_id
+                      ORDER BY agent_memory.memory_retention_score(importance, last_hit_at, hit_count) DESC, id DESC) AS n
+                      FROM agent_memory.memories WHERE user_id LIKE 'he-%') r
+              WHERE n <= 100 ORDER BY 1, 2",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+
+    let (run, seen) = watched_pass(&mut c);
+    assert!(seen, "no helper was seen during the pass");
+    let (steps, status, _) = forget_run(&mut c, run);
+    assert_eq!(status, "succeeded", "{steps}");
+    assert_eq!(steps["evict"].as_i64(), Some(want), "{steps}");
+    // Both evicted: the worker from the front of the list, the helper from its end.
+    let by_helper = steps["evict_by_helper"].as_i64().unwrap();
+    assert!(by_helper > 0 && by_helper < want, "the helper evicted {by_helper} of {want}: {steps}");
+    assert_eq!(by_helper % 200, 0, "the helper takes whole users: {steps}");
+    // What stays is what one process keeps: no user was ranked twice or skipped.
+    let kept: Vec<(String, i64)> = c
+        .query("SELECT user_id, id FROM agent_memory.memories WHERE user_id LIKE 'he-%' AND active ORDER BY 1, 2", &[])
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    assert_eq!(kept.len(), 40 * 100);
+    assert!(kept == keep, "the memories kept differ from the capacity's best by retention score");
+    // Each batch retires one user, at its transaction's time: in user order, the worker's users
+    // retire one after another from the first, the helper's from the last, so the times rise up
+    // to the last user of the worker and fall after it.
+    let times: Vec<f64> = c
+        .query(
+            "SELECT extract(epoch FROM max(retired_at))::float8 FROM agent_memory.memories
+              WHERE user_id LIKE 'he-%' AND NOT active GROUP BY user_id ORDER BY user_id",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let helpers = (by_helper / 200) as usize;
+    let (worker_part, helper_part) = times.split_at(40 - helpers);
+    assert!(worker_part.windows(2).all(|w| w[0] < w[1]), "the worker's users in list order: {times:?}");
+    assert!(helper_part.windows(2).all(|w| w[0] > w[1]), "the helper's users from the list's end: {times:?}");
     reset_settings(&mut c);
 }

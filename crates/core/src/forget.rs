@@ -73,6 +73,62 @@ pub fn select_evictions(rows: &[Keepable], capacity: usize) -> Vec<i64> {
     candidates.into_iter().take(excess).map(|r| r.id).collect()
 }
 
+/// How a forgetting pass shares its list of users above the capacity with a helper process: the
+/// pass takes users from the front of the list, the helper from the back, and no user is taken
+/// by both. The helper may hold only the list's tail (from `base` on), so it stops there.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Claims {
+    front: u32,
+    back: u32,
+    base: u32,
+}
+
+impl Claims {
+    /// A list of `len` users, of which the helper holds those from `base` on.
+    pub const fn new(len: u32, base: u32) -> Self {
+        Claims { front: 0, back: len, base: if base < len { base } else { len } }
+    }
+
+    /// The next user of the pass (from the front); `None` once every user is taken.
+    pub fn take_front(&mut self) -> Option<u32> {
+        (self.front < self.back).then(|| {
+            self.front += 1;
+            self.front - 1
+        })
+    }
+
+    /// The next user of the helper (from the back); `None` once the pass has taken the rest, or
+    /// the rest is not in the helper's part of the list.
+    pub fn take_back(&mut self) -> Option<u32> {
+        (self.back > self.front && self.back > self.base).then(|| {
+            self.back -= 1;
+            self.back
+        })
+    }
+
+    /// The helper takes no more users (the pass has finished its part and waits for it).
+    pub fn close(&mut self) {
+        self.base = self.back;
+    }
+
+    /// How many users the helper took.
+    pub fn taken_by_helper(&self, len: u32) -> u32 {
+        len.saturating_sub(self.back)
+    }
+}
+
+/// Where the longest tail of a list fits in `capacity` bytes: the index of its first entry,
+/// given each entry's size (`sizes.len()` when not even the last one fits).
+pub fn tail_that_fits(sizes: &[usize], capacity: usize) -> usize {
+    let mut used = 0usize;
+    let mut start = sizes.len();
+    while start > 0 && used + sizes[start - 1] <= capacity {
+        used += sizes[start - 1];
+        start -= 1;
+    }
+    start
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -123,5 +179,54 @@ mod tests {
         assert_eq!(select_evictions(&rows, 2), vec![3, 5, 2]);
         // Protected rows above the capacity: every unprotected row goes, the protected one stays.
         assert_eq!(select_evictions(&rows, 0), vec![3, 5, 2, 4]);
+    }
+
+    #[test]
+    fn claims_give_each_user_once() {
+        // The pass and the helper alternate; every user is taken once, the pass's from the
+        // front in order, the helper's from the back in order.
+        let mut c = Claims::new(7, 0);
+        let (mut front, mut back) = (Vec::new(), Vec::new());
+        loop {
+            let f = c.take_front();
+            let b = c.take_back();
+            front.extend(f);
+            back.extend(b);
+            if f.is_none() && b.is_none() {
+                break;
+            }
+        }
+        assert_eq!(front, vec![0, 1, 2, 3]);
+        assert_eq!(back, vec![6, 5, 4]);
+        assert_eq!(c.taken_by_helper(7), 3);
+    }
+
+    #[test]
+    fn the_helper_stops_at_its_part_and_when_closed() {
+        let mut c = Claims::new(10, 8);
+        assert_eq!((c.take_back(), c.take_back(), c.take_back()), (Some(9), Some(8), None));
+        // The pass takes the users the helper does not hold, up to the helper's.
+        let front: Vec<u32> = std::iter::from_fn(|| c.take_front()).collect();
+        assert_eq!(front, (0..8).collect::<Vec<_>>());
+
+        let mut c = Claims::new(5, 0);
+        assert_eq!(c.take_front(), Some(0));
+        c.close();
+        assert_eq!(c.take_back(), None);
+        assert_eq!(c.take_front(), Some(1));
+        assert_eq!(c.taken_by_helper(5), 0);
+
+        // An empty list, and a part beyond its end.
+        assert_eq!((Claims::new(0, 0).take_front(), Claims::new(0, 0).take_back()), (None, None));
+        assert_eq!(Claims::new(3, 9).take_back(), None);
+    }
+
+    #[test]
+    fn the_tail_that_fits() {
+        assert_eq!(tail_that_fits(&[5, 5, 5], 100), 0);
+        assert_eq!(tail_that_fits(&[5, 5, 5], 10), 1);
+        assert_eq!(tail_that_fits(&[5, 5, 5], 9), 2);
+        assert_eq!(tail_that_fits(&[5, 5, 50], 9), 3);
+        assert_eq!(tail_that_fits(&[], 9), 0);
     }
 }
