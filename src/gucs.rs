@@ -140,7 +140,7 @@ static CONSOLIDATE_INTERVAL: GucSetting<i32> = GucSetting::<i32>::new(86_400);
 /// disk at commit (default off: they commit like `synchronous_commit = off`).
 static WORKER_SYNCHRONOUS_COMMIT: GucSetting<bool> = GucSetting::<bool>::new(false);
 /// `agent_memory.forget_helper`: whether a worker's forgetting pass starts a helper process for
-/// its expire and purge steps (default on).
+/// its expire and purge steps, which then evicts part of the users above the capacity (default on).
 static FORGET_HELPER: GucSetting<bool> = GucSetting::<bool>::new(true);
 /// `agent_memory.batch_pause`: pause of a worker between two batches (milliseconds; default 0).
 static BATCH_PAUSE: GucSetting<i32> = GucSetting::<i32>::new(0);
@@ -739,7 +739,7 @@ fn define_worker_settings() {
     );
     GucRegistry::define_bool_guc(
         c"agent_memory.forget_helper",
-        c"Whether a worker's forgetting pass starts a helper process that expires and purges while the pass evicts.",
+        c"Whether a worker's forgetting pass starts a helper process that expires and purges while the pass evicts, then evicts users from the other end of the pass's list.",
         c"The helper is a background worker (one more of max_worker_processes while a pass runs); when none is free, the pass runs every step itself.",
         &FORGET_HELPER,
         GucContext::Sighup,
@@ -927,7 +927,8 @@ pub fn workers_enabled() -> bool {
     WORKERS_ENABLED.get()
 }
 
-/// Whether a worker's forgetting pass starts a helper for its expire and purge steps.
+/// Whether a worker's forgetting pass starts a helper for its expire and purge steps (and part of
+/// its evict step).
 pub fn forget_helper() -> bool {
     FORGET_HELPER.get()
 }

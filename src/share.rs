@@ -7,9 +7,10 @@
 //!
 //! A few slots, one per forgetting pass running at a time (one pass per database): a pass takes
 //! its database's slot, or a free one, before it starts its helper, and frees it after the helper
-//! has exited. A pass that finds none free evicts every user itself. The list holds what fits in
+//! has exited; a slot whose pass's process is gone is free as well, and a helper waiting on it
+//! stops. A pass that finds none free evicts every user itself. The list holds what fits in
 //! `LIST_BYTES`: the helper takes users only from that tail.
-#![allow(unsafe_code)] // the shared memory's registration and the database's id
+#![allow(unsafe_code)] // the shared memory's registration, the database's id, the process lookup
 
 use agent_memory_core::forget::{tail_that_fits, Claims};
 use pgrx::prelude::*;
@@ -39,6 +40,9 @@ enum State {
 struct Slot {
     database: u32,
     run_id: i64,
+    /// The pass's process: a slot whose process has gone (it exited without freeing it) is
+    /// free, and its helper stops waiting.
+    pid: i32,
     state: State,
     claims: Claims,
     /// Users in the whole list (the helper holds those from `base` on).
@@ -48,8 +52,17 @@ struct Slot {
     list: [u8; LIST_BYTES],
 }
 
-const FREE: Slot =
-    Slot { database: 0, run_id: 0, state: State::Free, claims: Claims::new(0, 0), len: 0, base: 0, bytes: 0, list: [0; LIST_BYTES] };
+const FREE: Slot = Slot {
+    database: 0,
+    run_id: 0,
+    pid: 0,
+    state: State::Free,
+    claims: Claims::new(0, 0),
+    len: 0,
+    base: 0,
+    bytes: 0,
+    list: [0; LIST_BYTES],
+};
 
 #[derive(Clone, Copy)]
 pub struct Slots([Slot; SLOTS]);
@@ -71,6 +84,18 @@ fn database() -> u32 {
     unsafe { pg_sys::MyDatabaseId }.to_u32()
 }
 
+/// Whether `pid` is a live process of the server (a backend or a background worker).
+fn alive(pid: i32) -> bool {
+    // SAFETY: looks the process up in the process array under its own lock; any pid is valid.
+    !unsafe { pg_sys::BackendPidGetProc(pid) }.is_null()
+}
+
+impl Slot {
+    fn in_use(&self) -> bool {
+        self.state != State::Free && alive(self.pid)
+    }
+}
+
 /// A pass's slot, freed when dropped.
 pub struct Reserved {
     slot: usize,
@@ -83,13 +108,10 @@ pub fn reserve(run_id: i64) -> Option<Reserved> {
     let db = database();
     let mut slots = SHARE.exclusive();
     // A slot of this database is left from a pass that stopped (one pass per database runs).
-    let i = slots
-        .0
-        .iter()
-        .position(|s| s.state != State::Free && s.database == db)
-        .or_else(|| slots.0.iter().position(|s| s.state == State::Free))?;
+    let i = slots.0.iter().position(|s| s.state != State::Free && s.database == db).or_else(|| slots.0.iter().position(|s| !s.in_use()))?;
     let s = &mut slots.0[i];
-    (s.database, s.run_id, s.state, s.claims, s.len, s.base, s.bytes) = (db, run_id, State::Listing, Claims::new(0, 0), 0, 0, 0);
+    (s.database, s.run_id, s.pid, s.state, s.claims, s.len, s.base, s.bytes) =
+        (db, run_id, crate::pg::backend_pid(), State::Listing, Claims::new(0, 0), 0, 0, 0);
     Some(Reserved { slot: i, run_id })
 }
 
@@ -153,7 +175,7 @@ impl Drop for Reserved {
 
 /// What the helper of run `run_id` sees of its pass's slot.
 pub enum Offer {
-    /// No slot for the run (none was free, or the pass has finished).
+    /// No slot for the run (none was free, or the pass has finished or gone).
     None,
     /// The pass is still counting its users.
     NotYet,
@@ -172,8 +194,8 @@ pub fn offer(run_id: i64) -> Offer {
         let slots = SHARE.share();
         match slots.0.iter().find(|s| find(run_id)(s)) {
             None => return Offer::None,
+            Some(s) if s.state == State::Closed || !alive(s.pid) => return Offer::None,
             Some(s) if s.state == State::Listing => return Offer::NotYet,
-            Some(s) if s.state == State::Closed => return Offer::None,
             Some(s) => (s.base as usize, s.list[..s.bytes].to_vec()),
         }
     };
