@@ -65,7 +65,7 @@ const FREE: Slot = Slot {
 };
 
 #[derive(Clone, Copy)]
-pub struct Slots([Slot; SLOTS]);
+struct Slots([Slot; SLOTS]);
 
 // SAFETY: plain values only (no pointer, nothing on the heap), the same in every process.
 unsafe impl PGRXSharedMemory for Slots {}

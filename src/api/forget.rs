@@ -379,6 +379,7 @@ fn age_hits<D: Driver>(d: &mut D, dry_run: bool, batch: i64) -> Result<i64> {
 ///
 /// Returns the rows evicted, and whether some user's archive may end the pass beyond
 /// `agent_memory.archive_capacity` (true when that was not counted).
+///
 /// With a `helper`, the list of users is shared with it: the pass takes users from the front
 /// until the helper, taking them from the back, has the rest.
 fn evict<'h, D: Driver>(d: &mut D, dry_run: bool, batch: i64, helper: Option<&mut (dyn Helper + 'h)>) -> Result<(i64, bool)> {
