@@ -416,18 +416,19 @@ fn a_helper_expires_and_purges_while_the_worker_evicts() {
     reset_settings(&mut c);
 }
 
-#[test]
-fn the_helper_evicts_from_the_end_of_the_list_once_its_steps_are_done() {
-    let mut c = worker_db();
-    configure(&mut c, &[("workers_enabled", "off"), ("capacity", "100"), ("batch_size", "200"), ("batch_pause", "50ms")]);
-    // 40 users × 300 live memories for a capacity of 100, nothing expired or to purge: the
-    // helper's own steps end at once, and each user is a batch of its own, with a pause between
-    // two batches (a pass of about two seconds for one process).
-    c.batch_execute(
+/// One pass over 40 users × 300 live memories for a capacity of 100, nothing expired or to purge
+/// (the helper's own steps end at once), each user a batch of its own with a pause between two
+/// batches (about two seconds for one process); user ids are `prefix`, two digits and `pad`
+/// letters. Checks that the worker and the helper shared the evictions, each user whole, and
+/// that what is kept is what one process keeps; returns the helper's part (rows).
+fn shared_evictions(c: &mut Client, prefix: &str, pad: usize) -> i64 {
+    configure(c, &[("workers_enabled", "off"), ("capacity", "100"), ("batch_size", "200"), ("batch_pause", "50ms")]);
+    c.batch_execute(&format!(
         "INSERT INTO agent_memory.memories (user_id, content, emb, embedding_model, importance)
-         SELECT 'he-' || lpad((i % 40)::text, 2, '0'), 'note ' || i, ARRAY[sin(i), cos(i), 1]::real[]::vector, 'h3', (i % 7) / 7.0
-           FROM generate_series(1, 12000) i",
-    )
+         SELECT '{prefix}' || lpad((i % 40)::text, 2, '0') || repeat('x', {pad}), 'note ' || i,
+                ARRAY[sin(i), cos(i), 1]::real[]::vector, 'h3', (i % 7) / 7.0
+           FROM generate_series(1, 12000) i"
+    ))
     .unwrap();
     let want: i64 = c.query_one("SELECT rows FROM agent_memory.memory_forget(dry_run => true) WHERE step = 'evict'", &[]).unwrap().get(0);
     assert_eq!(want, 40 * 200);
@@ -437,18 +438,18 @@ fn the_helper_evicts_from_the_end_of_the_list_once_its_steps_are_done() {
         .query(
             "SELECT user_id, id FROM (SELECT user_id, id, row_number() OVER (PARTITION BY user_id
                       ORDER BY agent_memory.memory_retention_score(importance, last_hit_at, hit_count) DESC, id DESC) AS n
-                      FROM agent_memory.memories WHERE user_id LIKE 'he-%') r
+                      FROM agent_memory.memories WHERE user_id LIKE $1 || '%') r
               WHERE n <= 100 ORDER BY 1, 2",
-            &[],
+            &[&prefix],
         )
         .unwrap()
         .iter()
         .map(|r| (r.get(0), r.get(1)))
         .collect();
 
-    let (run, seen) = watched_pass(&mut c);
+    let (run, seen) = watched_pass(c);
     assert!(seen, "no helper was seen during the pass");
-    let (steps, status, _) = forget_run(&mut c, run);
+    let (steps, status, _) = forget_run(c, run);
     assert_eq!(status, "succeeded", "{steps}");
     assert_eq!(steps["evict"].as_i64(), Some(want), "{steps}");
     // Both evicted: the worker from the front of the list, the helper from its end.
@@ -457,7 +458,7 @@ fn the_helper_evicts_from_the_end_of_the_list_once_its_steps_are_done() {
     assert_eq!(by_helper % 200, 0, "the helper takes whole users: {steps}");
     // What stays is what one process keeps: no user was ranked twice or skipped.
     let kept: Vec<(String, i64)> = c
-        .query("SELECT user_id, id FROM agent_memory.memories WHERE user_id LIKE 'he-%' AND active ORDER BY 1, 2", &[])
+        .query("SELECT user_id, id FROM agent_memory.memories WHERE user_id LIKE $1 || '%' AND active ORDER BY 1, 2", &[&prefix])
         .unwrap()
         .iter()
         .map(|r| (r.get(0), r.get(1)))
@@ -470,8 +471,8 @@ fn the_helper_evicts_from_the_end_of_the_list_once_its_steps_are_done() {
     let times: Vec<f64> = c
         .query(
             "SELECT extract(epoch FROM max(retired_at))::float8 FROM agent_memory.memories
-              WHERE user_id LIKE 'he-%' AND NOT active GROUP BY user_id ORDER BY user_id",
-            &[],
+              WHERE user_id LIKE $1 || '%' AND NOT active GROUP BY user_id ORDER BY user_id",
+            &[&prefix],
         )
         .unwrap()
         .iter()
@@ -481,5 +482,22 @@ fn the_helper_evicts_from_the_end_of_the_list_once_its_steps_are_done() {
     let (worker_part, helper_part) = times.split_at(40 - helpers);
     assert!(worker_part.windows(2).all(|w| w[0] < w[1]), "the worker's users in list order: {times:?}");
     assert!(helper_part.windows(2).all(|w| w[0] > w[1]), "the helper's users from the list's end: {times:?}");
+    by_helper
+}
+
+#[test]
+fn the_helper_evicts_from_the_end_of_the_list_once_its_steps_are_done() {
+    let mut c = worker_db();
+    shared_evictions(&mut c, "he-", 0);
+    reset_settings(&mut c);
+}
+
+#[test]
+fn a_list_longer_than_the_shared_memory_is_shared_by_its_tail() {
+    let mut c = worker_db();
+    // Ids of 2,005 bytes: the shared slot (32 kB) holds the last 16 of the 40 users, and the
+    // helper takes users from those only.
+    let by_helper = shared_evictions(&mut c, "hf-", 2000);
+    assert!(by_helper <= 16 * 200, "the helper evicted {by_helper} rows, more than the 16 users it holds");
     reset_settings(&mut c);
 }
