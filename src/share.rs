@@ -45,24 +45,14 @@ struct Slot {
     pid: i32,
     state: State,
     claims: Claims,
-    /// Users in the whole list (the helper holds those from `base` on).
-    len: u32,
+    /// The first user of the list the helper holds (its tail).
     base: u32,
     bytes: usize,
     list: [u8; LIST_BYTES],
 }
 
-const FREE: Slot = Slot {
-    database: 0,
-    run_id: 0,
-    pid: 0,
-    state: State::Free,
-    claims: Claims::new(0, 0),
-    len: 0,
-    base: 0,
-    bytes: 0,
-    list: [0; LIST_BYTES],
-};
+const FREE: Slot =
+    Slot { database: 0, run_id: 0, pid: 0, state: State::Free, claims: Claims::new(0, 0), base: 0, bytes: 0, list: [0; LIST_BYTES] };
 
 #[derive(Clone, Copy)]
 struct Slots([Slot; SLOTS]);
@@ -110,8 +100,8 @@ pub fn reserve(run_id: i64) -> Option<Reserved> {
     // A slot of this database is left from a pass that stopped (one pass per database runs).
     let i = slots.0.iter().position(|s| s.state != State::Free && s.database == db).or_else(|| slots.0.iter().position(|s| !s.in_use()))?;
     let s = &mut slots.0[i];
-    (s.database, s.run_id, s.pid, s.state, s.claims, s.len, s.base, s.bytes) =
-        (db, run_id, crate::pg::backend_pid(), State::Listing, Claims::new(0, 0), 0, 0, 0);
+    (s.database, s.run_id, s.pid, s.state, s.claims, s.base, s.bytes) =
+        (db, run_id, crate::pg::backend_pid(), State::Listing, Claims::new(0, 0), 0, 0);
     Some(Reserved { slot: i, run_id })
 }
 
@@ -134,7 +124,6 @@ impl Reserved {
         self.with(|s| {
             s.list[..list.len()].copy_from_slice(&list);
             s.bytes = list.len();
-            s.len = len;
             s.base = base as u32;
             s.claims = Claims::new(len, base as u32);
             s.state = State::Shared;
@@ -146,12 +135,11 @@ impl Reserved {
         self.with(|s| s.claims.take_front()).map(|i| i as usize)
     }
 
-    /// The helper takes no more users; returns how many it took.
-    pub fn close(&self) -> u32 {
+    /// The helper takes no more users.
+    pub fn close(&self) {
         self.with(|s| {
             s.claims.close();
             s.state = State::Closed;
-            s.claims.taken_by_helper(s.len)
         })
     }
 
@@ -206,12 +194,10 @@ pub fn offer(run_id: i64) -> Offer {
 }
 
 /// The helper's next user of run `run_id` (the index in the pass's list), from the back; `None`
-/// once the pass has taken the rest, or has closed the list.
+/// once the pass has taken the rest, or has closed the list (the claims of a list not shared yet
+/// or closed give none).
 pub fn take_back(run_id: i64) -> Option<usize> {
     let mut slots = SHARE.exclusive();
     let s = slots.0.iter_mut().find(|s| find(run_id)(s))?;
-    if s.state != State::Shared {
-        return None;
-    }
     s.claims.take_back().map(|i| i as usize)
 }

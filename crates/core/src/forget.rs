@@ -110,11 +110,6 @@ impl Claims {
     pub fn close(&mut self) {
         self.base = self.back;
     }
-
-    /// How many users the helper took.
-    pub fn taken_by_helper(&self, len: u32) -> u32 {
-        len.saturating_sub(self.back)
-    }
 }
 
 /// Where the longest tail of a list fits in `capacity` bytes: the index of its first entry,
@@ -198,7 +193,6 @@ mod tests {
         }
         assert_eq!(front, vec![0, 1, 2, 3]);
         assert_eq!(back, vec![6, 5, 4]);
-        assert_eq!(c.taken_by_helper(7), 3);
     }
 
     #[test]
@@ -214,7 +208,6 @@ mod tests {
         c.close();
         assert_eq!(c.take_back(), None);
         assert_eq!(c.take_front(), Some(1));
-        assert_eq!(c.taken_by_helper(5), 0);
 
         // An empty list, and a part beyond its end.
         assert_eq!((Claims::new(0, 0).take_front(), Claims::new(0, 0).take_back()), (None, None));
