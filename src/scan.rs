@@ -1193,10 +1193,54 @@ fn pack_relations() -> Result<Option<(pg_sys::Oid, pg_sys::Oid, pg_sys::Oid, pg_
 }
 
 /// The packs of one user, model and part (`embeddings` or `words`), in pack order.
+///
+/// The cursor reads one pack ahead: the pack handed out stays pinned in one slot while the next
+/// one is fetched into the other, so the caller can pull the next pack's page towards the CPU
+/// ([`Ahead`]) while it works on this one. A pack is a page of its own, somewhere in shared
+/// buffers, and the processor's own prefetching stops at the page's edge.
 pub struct PackCursor {
     scan: Scan,
     payload: usize,
     read: u32,
+    started: bool,
+    /// The pack fetched ahead, and whether it is in `slot2` (else in `slot`).
+    ahead: Option<(*const u8, usize)>,
+    ahead_in_second: bool,
+}
+
+/// The next pack's bytes, for [`Ahead::prefetch`]: valid until the cursor moves twice.
+#[derive(Clone, Copy)]
+pub struct Ahead(Option<(*const u8, usize)>);
+
+impl Ahead {
+    /// Asks the processor to bring part `i` of `n` of the next pack into its caches (a hint: it
+    /// never faults and changes nothing). Spread over the work on the current pack, so that the
+    /// next one's lines arrive a few at a time.
+    #[inline]
+    pub fn prefetch(&self, i: usize, n: usize) {
+        let Some((p, len)) = self.0 else {
+            return;
+        };
+        if n == 0 || i >= n {
+            return;
+        }
+        let (from, to) = (len * i / n, len * (i + 1) / n);
+        #[cfg(target_arch = "x86_64")]
+        for at in (from..to).step_by(64) {
+            // SAFETY: a prefetch is a hint that reads nothing architecturally and cannot fault;
+            // the address lies in the next pack's payload, pinned by the cursor.
+            unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.add(at) as *const i8) };
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = (p, from, to);
+    }
+
+    /// The next pack's bytes (for tests: the cursor's own use is [`Ahead::prefetch`]).
+    #[cfg(any(test, feature = "pg_test"))]
+    pub fn bytes(&self) -> Option<&[u8]> {
+        // SAFETY: read right after the cursor moved, while the next pack is pinned.
+        self.0.map(|(p, len)| unsafe { std::slice::from_raw_parts(p, len) })
+    }
 }
 
 impl PackCursor {
@@ -1206,33 +1250,61 @@ impl PackCursor {
             return Ok(None);
         };
         let payload = attnum(packs, c"payload")?;
-        // SAFETY: called from a SQL function; the scan and slot are released by `Scan`.
+        // SAFETY: called from a SQL function; the scan and slots are released by `Scan`.
         unsafe {
             let mut scan = begin_keys(packs, packs_pkey, &[user, model, part], false)?;
             scan.slot = pg_sys::table_slot_create(scan.rel, std::ptr::null_mut());
-            Ok(Some(PackCursor { scan, payload, read: 0 }))
+            scan.slot2 = pg_sys::table_slot_create(scan.rel, std::ptr::null_mut());
+            Ok(Some(PackCursor { scan, payload, read: 0, started: false, ahead: None, ahead_in_second: false }))
         }
     }
 
-    /// The next pack's payload, valid until the next call.
-    pub fn next_pack(&mut self) -> Option<&[u8]> {
-        // SAFETY: the scan is positioned; the payload is read while the slot holds the tuple (its
-        // buffer pinned), and the borrow of `self` ends before the slot is reused.
+    /// Fetches the next pack into `slot` (or `slot2`), replacing what that slot held.
+    fn fetch(&mut self, second: bool) -> Option<(*const u8, usize)> {
+        // SAFETY: the scan is positioned; the payload points into the slot's tuple, whose buffer
+        // the slot keeps pinned until the slot is reused (the other slot's pin is untouched).
         unsafe {
             let s = &mut self.scan;
-            while pg_sys::index_getnext_slot(s.scan, pg_sys::ScanDirection::ForwardScanDirection, s.slot) {
+            let slot = if second { s.slot2 } else { s.slot };
+            while pg_sys::index_getnext_slot(s.scan, pg_sys::ScanDirection::ForwardScanDirection, slot) {
                 self.read = self.read.wrapping_add(1);
                 if self.read.is_multiple_of(256) {
                     pgrx::check_for_interrupts!();
                 }
-                pg_sys::slot_getsomeattrs_int(s.slot, self.payload as i32);
-                if *(*s.slot).tts_isnull.add(self.payload - 1) {
+                pg_sys::slot_getsomeattrs_int(slot, self.payload as i32);
+                if *(*slot).tts_isnull.add(self.payload - 1) {
                     continue;
                 }
-                return Some(crate::vector::bytes_of(*(*s.slot).tts_values.add(self.payload - 1)));
+                let b = crate::vector::bytes_of(*(*slot).tts_values.add(self.payload - 1));
+                return Some((b.as_ptr(), b.len()));
             }
             None
         }
+    }
+
+    /// The next pack's payload, valid until the next call, and the one after it for
+    /// [`Ahead::prefetch`].
+    pub fn next_with_ahead(&mut self) -> Option<(&[u8], Ahead)> {
+        if !self.started {
+            self.started = true;
+            self.ahead = self.fetch(false);
+            self.ahead_in_second = false;
+        }
+        let (p, len) = self.ahead.take()?;
+        // The current pack stays pinned in its slot; the next goes into the other one.
+        let other = !self.ahead_in_second;
+        self.ahead = self.fetch(other);
+        self.ahead_in_second = other;
+        // SAFETY: `p` points to `len` bytes of a payload pinned by the slot that holds the
+        // current pack, which the cursor does not touch until the call after next; the borrow
+        // of `self` ends before that.
+        let bytes = unsafe { std::slice::from_raw_parts(p, len) };
+        Some((bytes, Ahead(self.ahead)))
+    }
+
+    /// The next pack's payload, valid until the next call.
+    pub fn next_pack(&mut self) -> Option<&[u8]> {
+        self.next_with_ahead().map(|(b, _)| b)
     }
 }
 

@@ -298,3 +298,45 @@ fn eviction_retires_only_the_rows_still_as_ranked() {
     Spi::run("SELECT * FROM agent_memory.memory_forget()").unwrap();
     assert_eq!(count("SELECT count(*) FROM agent_memory.memories WHERE user_id = 'rank-user' AND active"), 10);
 }
+
+/// The pack cursor reads one pack ahead: each pack is handed out once, in pack order, still
+/// intact after the next one was fetched into the other slot, and with the next one's bytes as
+/// its `Ahead` (none after the last).
+#[pg_test]
+fn the_pack_cursor_hands_out_each_pack_once_with_the_next_one_ahead() {
+    // 2,000 dimensions: three memories to a pack, so 40 memories make 14 packs.
+    Spi::run(
+        "INSERT INTO agent_memory.memories (user_id, content, emb, embedding_model)
+         SELECT 'cursor-user', 'memory ' || g,
+                (SELECT array_agg(sin(g * 0.37 * j + j * 0.011))::real[]::vector FROM generate_series(1, 2000) j), 'c2000'
+           FROM generate_series(1, 40) g",
+    )
+    .unwrap();
+    assert_eq!(Spi::get_one::<i64>("SELECT agent_memory.memory_pack('cursor-user')").unwrap(), Some(40));
+    let want: Vec<Vec<u8>> = Spi::connect(|c| {
+        c.select(
+            "SELECT payload FROM agent_memory.memory_packs WHERE user_id = 'cursor-user' AND part = 'embeddings' ORDER BY pack_no",
+            None,
+            &[],
+        )
+        .unwrap()
+        .map(|r| r.get::<Vec<u8>>(1).unwrap().unwrap())
+        .collect()
+    });
+    assert_eq!(want.len(), 14);
+    // Read as a later statement of the transaction would: the packs written above are visible.
+    let (got, aheads_right) = crate::scan::with_fresh_snapshot(|| {
+        let mut cursor = crate::scan::PackCursor::open("cursor-user", "c2000", "embeddings").unwrap().unwrap();
+        let mut got: Vec<Vec<u8>> = Vec::new();
+        let mut aheads_right = 0;
+        while let Some((pack, ahead)) = cursor.next_with_ahead() {
+            aheads_right += usize::from(ahead.bytes() == want.get(got.len() + 1).map(|p| p.as_slice()));
+            got.push(pack.to_vec());
+        }
+        assert!(cursor.next_with_ahead().is_none());
+        (got, aheads_right)
+    });
+    assert_eq!(got.len(), want.len());
+    assert!(got == want, "the packs handed out differ from the table's, in pack order");
+    assert_eq!(aheads_right, want.len(), "each pack's Ahead is the next pack (none after the last)");
+}

@@ -107,7 +107,7 @@ pub(crate) fn rank_packed(
     let Some(mut packs) = crate::scan::PackCursor::open(user, model, PART_EMBEDDINGS)? else {
         return Ok(None);
     };
-    let Some(first) = packs.next_pack() else {
+    let Some(first) = packs.next_with_ahead() else {
         return Ok(None);
     };
     // Memory per call grows with the user's memories (32 bytes each): above packed_limit, the
@@ -135,13 +135,15 @@ pub(crate) fn rank_packed(
         reader.finish();
     }
     let mut bytes = Some(first);
-    while let Some(b) = bytes.take() {
+    while let Some((b, ahead)) = bytes.take() {
         // A pack of another format: its memories stay uncovered and are read exactly.
         if let Some(pack) = core_pack::Pack::parse(b) {
             if vector && pack.dims() != q.len() {
                 return Err(crate::api::recall::dimension_mismatch(q.len(), model, pack.dims()));
             }
             for i in 0..pack.len() {
+                // The next pack's page comes in while this one's entries are bounded.
+                ahead.prefetch(i, pack.len());
                 let id = pack.id(i);
                 // Packs and entries both come in id order: the match is most often right after
                 // the last one; otherwise search after it (from the start for an id out of order).
@@ -194,7 +196,7 @@ pub(crate) fn rank_packed(
                 bounded.push((ub + ub.abs() * 1e-9, start as u32, end as u32));
             }
         }
-        bytes = packs.next_pack();
+        bytes = packs.next_with_ahead();
     }
     drop(words);
     drop(packs);
