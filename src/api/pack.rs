@@ -9,7 +9,8 @@
 //! 1. reads the ids of the user's active memories from the index `memories_user_model_active`
 //!    (the index alone, no rows);
 //! 2. reads the packs, and bounds the score of every memory a pack holds and that is not marked
-//!    stale (`memory_pack_stale`, kept by triggers on the table);
+//!    stale (`memory_pack_stale`, kept by triggers on the table); the next pack's page is brought
+//!    into the processor's caches while the current one's entries are bounded;
 //! 3. reads exactly (the visible row, with every filter) each memory no pack holds, then the
 //!    packed ones from the highest bound down, until the next bound is below the score the
 //!    ranking must beat.

@@ -203,6 +203,19 @@ fn measure(c: &mut Client, sql: &str, setup: &str, queries: &[(String, Vec<f32>,
     m
 }
 
+/// What the autovacuum workers of the cluster are doing now (their database and query).
+fn autovacuums(c: &mut Client) -> Vec<String> {
+    c.query(
+        "SELECT coalesce(datname, '') || ': ' || left(query, 80) FROM pg_stat_activity \
+          WHERE backend_type = 'autovacuum worker' AND state <> 'idle'",
+        &[],
+    )
+    .unwrap()
+    .iter()
+    .map(|r| r.get(0))
+    .collect()
+}
+
 /// Queries per second with `clients` connections, each running every query `reps` times.
 fn throughput(db: &str, sql: &str, queries: &[(String, Vec<f32>, Vec<i64>)], clients: usize, reps: usize) -> f64 {
     let t = Instant::now();
@@ -314,7 +327,13 @@ fn main() {
                 format!("SELECT id FROM agent_memory.memory_recall($1, $2::vector, {K}, model => '{}', touch => false)", set.model);
             // (A) ranks by the brief's reference score (every memory decays), as (B) and the
             // ground truth do; the default ranking and hybrid recall are measured beside it.
+            let vacuums_before = autovacuums(&mut c);
             let a = measure(&mut c, &recall_sql, "SET agent_memory.decay_scope = 'all'", &queries, reps);
+            // Background work on this 2-core machine moves the figures: say what ran beside (A).
+            let vacuums = [vacuums_before, autovacuums(&mut c)].concat();
+            if !vacuums.is_empty() {
+                notes.push(format!("  autovacuum ran beside (A) ({name}): {}", vacuums.join("; ")));
+            }
             let path: String = c
                 .query_one(
                     &format!(
