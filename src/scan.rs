@@ -533,25 +533,27 @@ unsafe fn candidate(
 /// # Safety
 /// `datum` must point to a varlena that stays readable (its buffer pinned).
 unsafe fn prefetch_varlena(datum: pg_sys::Datum) {
+    let p = datum.cast_mut_ptr::<u8>() as *const u8;
+    // SAFETY: the header of a varlena is readable (the caller's promise).
+    let first = unsafe { p.read() };
+    // A 4-byte header (the only kind that holds a whole embedding) has its low bits 00.
+    // SAFETY: as above, a 4-byte header is readable whole.
+    let len = if first & 0x03 == 0 { (unsafe { p.cast::<u32>().read_unaligned() } >> 2) as usize } else { 64 };
+    prefetch_range(p, 64, len.min(8192));
+}
+
+/// Asks the CPU to bring bytes `from..to` after `p` into its cache, a line (64 bytes) at a time,
+/// without waiting for them: a hint, which reads nothing the program sees and never faults,
+/// whatever the address (nothing is done off x86-64).
+#[inline]
+fn prefetch_range(p: *const u8, from: usize, to: usize) {
     #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        let p = datum.cast_mut_ptr::<u8>() as *const u8;
-        // SAFETY: the header of a varlena is readable (the caller's promise); a prefetch never
-        // faults, whatever the address.
-        unsafe {
-            let first = p.read();
-            // A 4-byte header (the only kind that holds a whole embedding) has its low bits 00.
-            let len = if first & 0x03 == 0 { (p.cast::<u32>().read_unaligned() >> 2) as usize } else { 64 };
-            let mut off = 64;
-            while off < len.min(8192) {
-                _mm_prefetch::<_MM_HINT_T0>(p.add(off) as *const i8);
-                off += 64;
-            }
-        }
+    for at in (from..to).step_by(64) {
+        // SAFETY: a prefetch cannot fault; the address is only computed, never dereferenced.
+        unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.wrapping_add(at) as *const i8) };
     }
     #[cfg(not(target_arch = "x86_64"))]
-    let _ = datum;
+    let _ = (p, from, to);
 }
 
 /// Runs `f` with an active snapshot that sees every change this transaction has made so far,
@@ -1224,15 +1226,7 @@ impl Ahead {
         if n == 0 || i >= n {
             return;
         }
-        let (from, to) = (len * i / n, len * (i + 1) / n);
-        #[cfg(target_arch = "x86_64")]
-        for at in (from..to).step_by(64) {
-            // SAFETY: a prefetch is a hint that reads nothing architecturally and cannot fault;
-            // the address lies in the next pack's payload, pinned by the cursor.
-            unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.add(at) as *const i8) };
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = (p, from, to);
+        prefetch_range(p, len * i / n, len * (i + 1) / n);
     }
 
     /// The next pack's bytes (for tests: the cursor's own use is [`Ahead::prefetch`]).
