@@ -429,7 +429,7 @@ pub fn init() {
     GucRegistry::define_int_guc(
         c"agent_memory.packed_limit",
         c"Recall reads the packs of users with up to this many memories of a model; above, it reads rows (or the HNSW index).",
-        c"Bounds the memory of a packed recall: 32 bytes per memory, and 16 more for each memory whose words a hybrid or keyword call counts from the packs.",
+        c"Bounds the memory of a packed recall: 32 bytes per memory, and 16 more for each memory whose words a hybrid or keyword call counts from the packs (a backend keeps each of these arrays for its next call while it is under 3 MB).",
         &PACKED_LIMIT,
         1,
         i32::MAX,

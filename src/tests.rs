@@ -340,3 +340,49 @@ fn the_pack_cursor_hands_out_each_pack_once_with_the_next_one_ahead() {
     assert!(got == want, "the packs handed out differ from the table's, in pack order");
     assert_eq!(aheads_right, want.len(), "each pack's Ahead is the next pack (none after the last)");
 }
+
+#[pg_test]
+fn packed_recalls_in_one_backend_start_from_empty_arrays() {
+    // The arrays a packed recall fills are kept by the backend for its next call: each call must
+    // see its own user's memories only, as the rows say without packs.
+    Spi::run(
+        "INSERT INTO agent_memory.memories (user_id, content, emb, embedding_model, importance)
+         SELECT u, 'note ' || g || CASE WHEN g % 3 = 0 THEN ' parcel refund' ELSE ' garden' END,
+                ARRAY(SELECT sin(g * 0.7 + d * 1.3 + length(u)) FROM generate_series(1, 8) d)::real[]::vector, 'k8', (g % 10) / 10.0
+           FROM (VALUES ('kept-a', 400), ('kept-b', 90), ('kept-c', 250)) AS s(u, n), generate_series(1, n) g",
+    )
+    .unwrap();
+    for u in ["kept-a", "kept-b", "kept-c"] {
+        assert!(Spi::get_one_with_args::<i64>("SELECT agent_memory.memory_pack($1)", &[u.into()]).unwrap().unwrap() > 0);
+    }
+    let q = "'[0.3,-0.2,0.5,0.1,0.9,-0.4,0.2,0.7]'::vector";
+    let calls = [
+        format!("SELECT id, score FROM agent_memory.memory_recall($1, {q}, 8, model => 'k8', touch => false)"),
+        format!(
+            "SELECT id, score FROM agent_memory.memory_recall($1, {q}, 8, model => 'k8', touch => false, query_text => 'parcel refund')"
+        ),
+        "SELECT id, score FROM agent_memory.memory_recall($1, NULL, 8, model => 'k8', touch => false, query_text => 'refund')".to_string(),
+    ];
+    let run = |sql: &str, user: &str| -> Vec<(i64, String)> {
+        Spi::connect(|c| {
+            c.select(sql, None, &[user.into()])
+                .unwrap()
+                .map(|r| (r.get::<i64>(1).unwrap().unwrap(), format!("{:.9}", r.get::<f64>(2).unwrap().unwrap())))
+                .collect()
+        })
+    };
+    let owner = |id: i64| Spi::get_one_with_args::<String>("SELECT user_id FROM agent_memory.memories WHERE id = $1", &[id.into()]).unwrap().unwrap();
+    // Large, small, large again, and the other way round: a call after a larger one reuses its arrays.
+    for user in ["kept-a", "kept-b", "kept-c", "kept-a", "kept-b"] {
+        for sql in &calls {
+            Spi::run("SET agent_memory.packed_recall = on").unwrap();
+            let packed = run(sql, user);
+            Spi::run("SET agent_memory.packed_recall = off").unwrap();
+            let rows = run(sql, user);
+            assert_eq!(packed.len(), 8, "{user}: {sql}");
+            assert_eq!(packed, rows, "{user}: {sql}");
+            assert!(packed.iter().all(|(id, _)| owner(*id) == user), "{user}: another user's memory in {packed:?}");
+        }
+    }
+    Spi::run("RESET agent_memory.packed_recall").unwrap();
+}

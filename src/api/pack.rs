@@ -24,11 +24,14 @@
 //! Packs only make recall faster; the worker rebuilds a pack when enough of the user's memories
 //! are no longer covered by it.
 
+use std::cell::RefCell;
+
 use pgrx::datum::TimestampWithTimeZone;
 use pgrx::prelude::*;
 use pgrx::spi::SpiClient;
 
 use agent_memory_core::pack::{self as core_pack, PackWriter, Query};
+use agent_memory_core::scratch::Kept;
 
 use crate::api::recall::VectorRanker;
 use crate::error::{first_value, spi, MemoryError, OrRaise, Result};
@@ -73,7 +76,15 @@ pub(crate) struct KeywordSide<'a> {
 /// each active memory, in id order), where the results' rows are found again.
 pub(crate) struct Packed {
     pub read: usize,
-    pub entries: Vec<(i64, pg_sys::ItemPointerData)>,
+    pub entries: Kept<Vec<(i64, pg_sys::ItemPointerData)>>,
+}
+
+thread_local! {
+    /// The arrays of [`rank_packed`], one entry per memory of the user, kept by the backend for
+    /// the next call ([`agent_memory_core::scratch`]).
+    static ENTRIES: RefCell<Vec<(i64, pg_sys::ItemPointerData)>> = const { RefCell::new(Vec::new()) };
+    static BOUNDED: RefCell<Vec<(f64, u32, u32)>> = const { RefCell::new(Vec::new()) };
+    static COVERED: RefCell<Vec<bool>> = const { RefCell::new(Vec::new()) };
 }
 
 /// Ranks a user's memories through their packs. Returns `None` (nothing done) when the user has
@@ -99,11 +110,11 @@ pub(crate) fn rank_packed(
     ranker: &mut VectorRanker,
     mut keyword: Option<&mut KeywordSide<'_>>,
 ) -> Result<Option<Packed>> {
-    let mut entries: Vec<(i64, pg_sys::ItemPointerData)> = Vec::new();
+    let mut entries = Kept::take(&ENTRIES);
     let vector = !q.is_empty();
     let query = Query::new(q);
     // (upper bound of the score, first entry, end of its entries): the packed memories.
-    let mut bounded: Vec<(f64, u32, u32)> = Vec::new();
+    let mut bounded = Kept::take(&BOUNDED);
     let mut next = 0usize;
     let Some(mut packs) = crate::scan::PackCursor::open(user, model, PART_EMBEDDINGS)? else {
         return Ok(None);
@@ -116,9 +127,10 @@ pub(crate) fn rank_packed(
     if !crate::scan::active_entries(user, model, gucs::packed_limit(), &mut entries)? {
         return Ok(None);
     }
-    let mut covered = vec![false; entries.len()];
+    let mut covered = Kept::take(&COVERED);
+    covered.resize(entries.len(), false);
     // Sized once: these grow with the user's memories, and a vector doubling its way up copies
-    // and faults in its pages again.
+    // them again (kept arrays come with the capacity of the backend's last call).
     bounded.reserve(if vector { entries.len() } else { 0 });
     if let Some(kw) = keyword.as_mut() {
         kw.scan.reserve(entries.len());

@@ -6,7 +6,11 @@
 //! query term are kept, each with its length and its term counts, so memory grows with the
 //! matches, never with the text.
 
+use std::cell::RefCell;
+
+use crate::scratch::Kept;
 use crate::text::{for_each_token, for_each_token_where, prefix2, stem, TokenizerOptions};
+use crate::topk::{Ranked, TopK};
 
 /// BM25's two constants.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -33,8 +37,14 @@ struct Matched {
     tf_len: u16,
 }
 
+thread_local! {
+    /// The matches' arrays, kept by the backend for the next scan ([`crate::scratch`]).
+    static MATCHED: RefCell<Vec<Matched>> = const { RefCell::new(Vec::new()) };
+    static TF: RefCell<Vec<(u16, u16)>> = const { RefCell::new(Vec::new()) };
+}
+
 /// Accumulates the statistics of one query over a user's candidates.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct KeywordScan {
     opts: TokenizerOptions,
     /// Distinct query terms, sorted (a binary search per token).
@@ -47,10 +57,10 @@ pub struct KeywordScan {
     docs: u64,
     total_len: u64,
     df: Vec<u32>,
-    matched: Vec<Matched>,
+    matched: Kept<Vec<Matched>>,
     /// The (index of the query term, occurrences) pairs of every matched candidate, one after
     /// the other: one allocation for all of them.
-    tf: Vec<(u16, u16)>,
+    tf: Kept<Vec<(u16, u16)>>,
     counts: Vec<u16>,
 }
 
@@ -90,8 +100,8 @@ impl KeywordScan {
             docs: 0,
             total_len: 0,
             df: vec![0; n],
-            matched: Vec::new(),
-            tf: Vec::new(),
+            matched: Kept::take(&MATCHED),
+            tf: Kept::take(&TF),
             counts: vec![0; n],
         }
     }
@@ -187,23 +197,16 @@ impl KeywordScan {
         let docs = self.docs as f64;
         let avgdl = (self.total_len as f64 / docs).max(1.0);
         let idf: Vec<f64> = self.df.iter().map(|&df| (1.0 + (docs - df as f64 + 0.5) / (df as f64 + 0.5)).ln()).collect();
-        let mut scored: Vec<(i64, f64)> = self
-            .matched
-            .iter()
-            .map(|m| {
-                let norm = p.k1 * (1.0 - p.b + p.b * m.len as f64 / avgdl);
-                let tf = &self.tf[m.tf_at as usize..m.tf_at as usize + m.tf_len as usize];
-                let s: f64 = tf.iter().map(|&(i, tf)| idf[i as usize] * (tf as f64 * (p.k1 + 1.0)) / (tf as f64 + norm)).sum();
-                (m.id, s)
-            })
-            .collect();
-        let order = |a: &(i64, f64), b: &(i64, f64)| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0));
-        if scored.len() > n {
-            scored.select_nth_unstable_by(n - 1, order);
-            scored.truncate(n);
+        // Higher score first, then the newer id: the order of [`TopK`] (every similarity 0), which
+        // keeps n of them, whatever the matches.
+        let mut best = TopK::new(n);
+        for m in self.matched.iter() {
+            let norm = p.k1 * (1.0 - p.b + p.b * m.len as f64 / avgdl);
+            let tf = &self.tf[m.tf_at as usize..m.tf_at as usize + m.tf_len as usize];
+            let score: f64 = tf.iter().map(|&(i, tf)| idf[i as usize] * (tf as f64 * (p.k1 + 1.0)) / (tf as f64 + norm)).sum();
+            best.push(Ranked { id: m.id, score, similarity: 0.0 });
         }
-        scored.sort_by(order);
-        scored
+        best.into_sorted().into_iter().map(|r| (r.id, r.score)).collect()
     }
 }
 
@@ -386,6 +389,27 @@ mod tests {
         let s = scan("上海", &[(1, "用户住在上海"), (2, "用户住在北京"), (3, "他喜欢喝茶")]);
         let top = s.top(5, Bm25Params::default());
         assert_eq!(top.iter().map(|t| t.0).collect::<Vec<_>>(), vec![1]);
+    }
+
+    #[test]
+    fn the_best_n_are_those_of_a_full_sort_ties_to_the_newer_id() {
+        // Equal texts score equally: the newer id goes first, and a cut keeps the newer ones.
+        let texts = ["tea", "green tea", "tea tea", "black tea with milk", "coffee"];
+        let docs: Vec<(i64, &str)> = (0..200).map(|i| (i as i64 * 7 % 200, texts[i % texts.len()])).collect();
+        let s = scan("tea", &docs);
+        let all = s.top(1000, Bm25Params::default());
+        assert_eq!(all.len(), 160, "every document with the term, and only those");
+        for w in all.windows(2) {
+            assert!(w[0].1 > w[1].1 || (w[0].1 == w[1].1 && w[0].0 > w[1].0), "{w:?}");
+        }
+        for n in [1, 5, 40, 159] {
+            assert_eq!(s.top(n, Bm25Params::default()), all[..n].to_vec(), "n = {n}");
+        }
+        // A second scan (its arrays those the first one left) counts from nothing.
+        drop(s);
+        let again = scan("tea", &docs[..10]);
+        assert_eq!(again.documents(), 10);
+        assert_eq!(again.top(1000, Bm25Params::default()).len(), 8);
     }
 
     #[test]

@@ -16,7 +16,8 @@
 //! * [`forget`]: the retention score and the choice of what to evict;
 //! * [`context`]: token counts (cl100k_base, o200k_base, an estimate) and packing a prompt's
 //!   channels into a token budget;
-//! * [`consolidate`]: near-duplicate clustering, the extractive summariser, summary embeddings.
+//! * [`consolidate`]: near-duplicate clustering, the extractive summariser, summary embeddings;
+//! * [`scratch`]: a call's large arrays, kept by the backend for the next call.
 
 pub mod consolidate;
 pub mod context;
@@ -28,6 +29,7 @@ pub mod polarity;
 pub mod policy;
 pub mod rank;
 pub mod reconcile;
+pub mod scratch;
 pub mod text;
 pub mod topk;
 pub mod vecmath;
