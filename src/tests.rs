@@ -20,6 +20,13 @@ fn count(sql: &str) -> i64 {
     Spi::get_one::<i64>(sql).unwrap().unwrap_or(0)
 }
 
+/// Two tests' forgetting passes never overlap (a pass refuses while another holds its lock, and
+/// tests run in parallel): each test that runs one takes this lock first, until its transaction
+/// ends.
+fn one_forget_pass_at_a_time() {
+    Spi::run("SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext('agent_memory tests: forget'))").unwrap();
+}
+
 #[pg_test]
 fn decay_score_matches_the_reference_formula() {
     let s = Spi::get_one::<f64>("SELECT agent_memory.memory_decay_score(0.9, interval '3 days', 0.5)").unwrap().unwrap();
@@ -200,6 +207,7 @@ fn forget_evicts_down_to_the_capacity_and_keeps_protected() {
     seed("cap-user", 30, "cap-8");
     Spi::run("UPDATE agent_memory.memories SET protected = true WHERE user_id = 'cap-user' AND content IN ('memory 1', 'memory 2')").unwrap();
     Spi::run("SET agent_memory.capacity = 10").unwrap();
+    one_forget_pass_at_a_time();
     let evicted = Spi::get_one::<i64>("SELECT rows FROM agent_memory.memory_forget() WHERE step = 'evict'").unwrap().unwrap();
     assert_eq!(evicted, 20);
     assert_eq!(count("SELECT count(*) FROM agent_memory.memories WHERE user_id = 'cap-user' AND active"), 10);
@@ -295,6 +303,7 @@ fn eviction_retires_only_the_rows_still_as_ranked() {
     assert_eq!(count("SELECT count(*) FROM agent_memory.memories WHERE user_id = 'rank-user' AND NOT active AND retired_reason = 'evicted'"), 18);
     // The next pass ranks again and brings the user down to the capacity.
     Spi::run("SET agent_memory.capacity = 10").unwrap();
+    one_forget_pass_at_a_time();
     Spi::run("SELECT * FROM agent_memory.memory_forget()").unwrap();
     assert_eq!(count("SELECT count(*) FROM agent_memory.memories WHERE user_id = 'rank-user' AND active"), 10);
 }
