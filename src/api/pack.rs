@@ -76,7 +76,7 @@ pub(crate) struct KeywordSide<'a> {
 /// each active memory, in id order), where the results' rows are found again.
 pub(crate) struct Packed {
     pub read: usize,
-    pub entries: Kept<Vec<(i64, pg_sys::ItemPointerData)>>,
+    pub entries: Kept<(i64, pg_sys::ItemPointerData)>,
 }
 
 thread_local! {

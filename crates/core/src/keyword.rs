@@ -57,10 +57,10 @@ pub struct KeywordScan {
     docs: u64,
     total_len: u64,
     df: Vec<u32>,
-    matched: Kept<Vec<Matched>>,
+    matched: Kept<Matched>,
     /// The (index of the query term, occurrences) pairs of every matched candidate, one after
     /// the other: one allocation for all of them.
-    tf: Kept<Vec<(u16, u16)>>,
+    tf: Kept<(u16, u16)>,
     counts: Vec<u16>,
 }
 

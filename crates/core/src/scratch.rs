@@ -17,33 +17,21 @@ use std::thread::LocalKey;
 /// about 100,000 memories.
 pub const KEEP_BYTES: usize = 3 << 20;
 
-/// What a slot can keep: emptied before it is put back, and its size known.
-pub trait Reusable: Default + 'static {
-    fn clear(&mut self);
-    /// The bytes it holds (capacity, not length).
-    fn bytes(&self) -> usize;
-}
-
-impl<T: 'static> Reusable for Vec<T> {
-    fn clear(&mut self) {
-        Vec::clear(self);
-    }
-
-    fn bytes(&self) -> usize {
-        self.capacity() * std::mem::size_of::<T>()
-    }
-}
-
 /// A backend-wide slot for one array (a `thread_local!`: a backend is one thread).
-pub type Slot<T> = LocalKey<RefCell<T>>;
+pub type Slot<T> = LocalKey<RefCell<Vec<T>>>;
 
 /// An array taken from its slot for the length of a call.
-pub struct Kept<T: Reusable> {
-    value: T,
+pub struct Kept<T: 'static> {
+    value: Vec<T>,
     slot: &'static Slot<T>,
 }
 
-impl<T: Reusable> Kept<T> {
+/// The bytes an array holds (its capacity, not its length).
+fn bytes<T>(v: &Vec<T>) -> usize {
+    v.capacity() * std::mem::size_of::<T>()
+}
+
+impl<T: 'static> Kept<T> {
     /// Takes the slot's array (empty, with the capacity a former call left), or a new one when
     /// the slot is empty or in use.
     pub fn take(slot: &'static Slot<T>) -> Self {
@@ -52,37 +40,37 @@ impl<T: Reusable> Kept<T> {
     }
 }
 
-impl<T: Reusable + std::fmt::Debug> std::fmt::Debug for Kept<T> {
+impl<T: std::fmt::Debug> std::fmt::Debug for Kept<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         self.value.fmt(f)
     }
 }
 
-impl<T: Reusable> Deref for Kept<T> {
-    type Target = T;
+impl<T> Deref for Kept<T> {
+    type Target = Vec<T>;
 
-    fn deref(&self) -> &T {
+    fn deref(&self) -> &Vec<T> {
         &self.value
     }
 }
 
-impl<T: Reusable> DerefMut for Kept<T> {
-    fn deref_mut(&mut self) -> &mut T {
+impl<T> DerefMut for Kept<T> {
+    fn deref_mut(&mut self) -> &mut Vec<T> {
         &mut self.value
     }
 }
 
-impl<T: Reusable> Drop for Kept<T> {
+impl<T> Drop for Kept<T> {
     fn drop(&mut self) {
         let mut value = std::mem::take(&mut self.value);
-        if value.bytes() > KEEP_BYTES {
+        if bytes(&value) > KEEP_BYTES {
             return;
         }
         value.clear();
         // A slot already refilled (two arrays of one slot in use at once) keeps the larger.
         let _ = self.slot.try_with(|s| {
             if let Ok(mut s) = s.try_borrow_mut() {
-                if s.bytes() < value.bytes() {
+                if bytes(&s) < bytes(&value) {
                     *s = value;
                 }
             }
