@@ -102,6 +102,19 @@ pub fn abort_transaction() {
     unsafe { pg_sys::AbortCurrentTransaction() };
 }
 
+/// Publishes this process's pending cumulative statistics (rows inserted, updated, deleted and
+/// dead per table, WAL written, ...) to shared memory, where `pg_stat_*` views and autovacuum read
+/// them. A client backend does this when it goes idle; a background worker must do it itself, or
+/// nothing it changed is counted until it exits: autovacuum would not see the dead rows its passes
+/// leave. Unless `force`, PostgreSQL skips the flush if the last one was less than a second ago.
+/// Called between transactions.
+pub fn report_stats(force: bool) {
+    // SAFETY: PostgreSQL's own call, outside of any transaction, as its backends make it.
+    unsafe {
+        pg_sys::pgstat_report_stat(force);
+    }
+}
+
 /// Whether a database of that name exists (in a transaction). Works in a process connected to
 /// no database, such as the workers' launcher: it reads pg_database, a shared catalog, with a
 /// heap scan, as PostgreSQL's autovacuum launcher does (no index or other catalog is opened).

@@ -196,6 +196,9 @@ fn in_transaction<R>(f: impl FnOnce() -> Result<R>) -> Result<R> {
         // A transaction is open (it failed or f returned an error).
         crate::pg::abort_transaction();
     }
+    // What the transaction changed is counted where autovacuum and pg_stat_* see it (at most
+    // once a second: PostgreSQL defers a flush that comes sooner).
+    crate::pg::report_stats(false);
     outcome
 }
 
@@ -746,6 +749,8 @@ pub extern "C-unwind" fn agent_memory_worker_main(_arg: pg_sys::Datum) {
                 Err(e) => warning!("agent_memory: could not look for the extension: {}", e.message),
             }
         }
+        // Before sleeping, whatever the last transactions changed is counted.
+        crate::pg::report_stats(true);
         if shutdown_requested() || !BackgroundWorker::wait_latch(Some(sleep.max(Duration::from_millis(10)))) {
             break;
         }

@@ -501,3 +501,40 @@ fn a_list_longer_than_the_shared_memory_is_shared_by_its_tail() {
     assert!(by_helper <= 16 * 200, "the helper evicted {by_helper} rows, more than the 16 users it holds");
     reset_settings(&mut c);
 }
+
+/// How many row updates of the memories table `pg_stat_user_tables` has counted (a counter
+/// autovacuum never resets, unlike its count of dead rows).
+fn rows_updated(c: &mut Client) -> i64 {
+    c.batch_execute("SELECT pg_stat_clear_snapshot()").unwrap();
+    c.query_one("SELECT n_tup_upd FROM pg_stat_user_tables WHERE relid = 'agent_memory.memories'::regclass", &[]).unwrap().get(0)
+}
+
+#[test]
+fn what_a_pass_changes_is_counted_while_the_worker_lives_on() {
+    let mut c = worker_db();
+    configure(&mut c, &[("workers_enabled", "off"), ("forget_helper", "off"), ("capacity", "100"), ("batch_size", "200")]);
+    wait_for("the worker to connect", Duration::from_secs(60), || worker_pid(&mut c).is_some());
+    let pid = worker_pid(&mut c).unwrap();
+    c.batch_execute(
+        "INSERT INTO agent_memory.memories (user_id, content, emb, embedding_model)
+         SELECT 'st-' || (i % 10), 'note ' || i, ARRAY[sin(i), cos(i), 1]::real[]::vector, 'h3'
+           FROM generate_series(1, 3000) i",
+    )
+    .unwrap();
+    // This session's own counts reach the view within a second or so of going idle.
+    std::thread::sleep(Duration::from_secs(2));
+    let updated = rows_updated(&mut c);
+
+    // The worker evicts 10 × 200 memories (each an UPDATE, leaving a dead row version).
+    let (run, _) = watched_pass(&mut c);
+    let (steps, status, _) = forget_run(&mut c, run);
+    assert_eq!(status, "succeeded", "{steps}");
+    let evicted = steps["evict"].as_i64().unwrap();
+    assert!(evicted >= 10 * 200, "{steps}");
+
+    // The statistics views, and autovacuum, which reads the same counters, see them without the
+    // worker having to exit.
+    wait_for("the pass's updates in pg_stat_user_tables", Duration::from_secs(20), || rows_updated(&mut c) >= updated + evicted);
+    assert_eq!(worker_pid(&mut c), Some(pid), "the worker restarted: its exit, not the worker, counted the rows");
+    reset_settings(&mut c);
+}

@@ -182,12 +182,23 @@ struct Run {
     longest_ms: f64,
     steps: String,
     step_ms: String,
+    /// WAL the server wrote during the pass (`pg_stat_wal`: the worker, its helper, and this
+    /// client's polling): bytes, and full-page images.
+    wal_bytes: f64,
+    wal_fpi: i64,
+}
+
+/// The server's WAL written so far: bytes and full-page images.
+fn wal_written(c: &mut Client) -> (f64, i64) {
+    let r = c.query_one("SELECT wal_bytes::float8, wal_fpi FROM pg_catalog.pg_stat_wal", &[]).unwrap();
+    (r.get(0), r.get(1))
 }
 
 /// Lets the worker run `job` once (its interval set to one second), and reads its run row.
 fn worker_pass(c: &mut Client, job: &str) -> Run {
     let before: i64 = c.query_one("SELECT coalesce(max(id), 0) FROM agent_memory.runs", &[]).unwrap().get(0);
     let interval = if job == "forget" { "forget_interval" } else { "consolidate_interval" };
+    let (bytes_before, fpi_before) = wal_written(c);
     configure(c, &[(interval, "1s")]);
     let start = Instant::now();
     let row = loop {
@@ -205,9 +216,17 @@ fn worker_pass(c: &mut Client, job: &str) -> Run {
         std::thread::sleep(Duration::from_millis(200));
     };
     configure(c, &[(interval, "1h")]);
+    let (bytes_after, fpi_after) = wal_written(c);
     let status: String = row.get(3);
     assert_eq!(status, "succeeded", "the {job} pass failed: {:?}", row.get::<_, Option<String>>(4));
-    Run { seconds: row.get(0), longest_ms: row.get(1), steps: row.get(2), step_ms: row.get(5) }
+    Run {
+        seconds: row.get(0),
+        longest_ms: row.get(1),
+        steps: row.get(2),
+        step_ms: row.get(5),
+        wal_bytes: bytes_after - bytes_before,
+        wal_fpi: fpi_after - fpi_before,
+    }
 }
 
 fn timed(c: &mut Client, sql: &str) -> (f64, String) {
@@ -314,6 +333,15 @@ fn main() {
     ];
     out += &table(&["what", "seconds", "longest lock hold (ms)", "rows per step", "target"], &rows);
     out += &format!("\nMilliseconds per step: consolidation {}; forgetting {}.\n", cons.step_ms, forget.step_ms);
+    let wal = |r: &Run| format!("{:.0} MB, {} full-page images", r.wal_bytes / 1e6, r.wal_fpi);
+    let wal_line = format!(
+        "WAL written during each worker pass: consolidation {}; forgetting {}; the next forgetting pass {}.\n",
+        wal(&cons),
+        wal(&forget),
+        wal(&daily)
+    );
+    print!("{wal_line}");
+    out += &wal_line;
     let met = |s: f64, t: f64| if s <= t { "met" } else { "NOT met" };
     let verdict = format!(
         "\nforgetting {:.2} s (target ≤ 10 s: {}), consolidation {:.2} s (target ≤ 20 s: {}); longest batch {:.0} ms\n",
