@@ -216,6 +216,8 @@ fn worker_pass(c: &mut Client, job: &str) -> Run {
         std::thread::sleep(Duration::from_millis(200));
     };
     configure(c, &[(interval, "1h")]);
+    // The worker publishes its statistics before it sleeps, just after the run row.
+    std::thread::sleep(Duration::from_millis(1500));
     let (bytes_after, fpi_after) = wal_written(c);
     let status: String = row.get(3);
     assert_eq!(status, "succeeded", "the {job} pass failed: {:?}", row.get::<_, Option<String>>(4));
