@@ -115,6 +115,19 @@ pub fn report_stats(force: bool) {
     }
 }
 
+/// What `pg_stat_activity` shows for this background process: `state` active with `what` as
+/// its `query` (and `query_start` now), or idle when `what` is `None`.
+pub fn report_activity(what: Option<&str>) {
+    // A NUL would end the C string: it becomes a space (the worker's texts have none).
+    let text = what.map(|w| std::ffi::CString::new(w.replace('\0', " ")).unwrap_or_default());
+    let (state, ptr) = match &text {
+        Some(t) => (pg_sys::BackendState::STATE_RUNNING, t.as_ptr()),
+        None => (pg_sys::BackendState::STATE_IDLE, std::ptr::null()),
+    };
+    // SAFETY: PostgreSQL copies the text into the process's shared status entry before it returns.
+    unsafe { pg_sys::pgstat_report_activity(state, ptr) }
+}
+
 /// Whether a database of that name exists (in a transaction). Works in a process connected to
 /// no database, such as the workers' launcher: it reads pg_database, a shared catalog, with a
 /// heap scan, as PostgreSQL's autovacuum launcher does (no index or other catalog is opened).

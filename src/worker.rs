@@ -385,6 +385,10 @@ fn seconds_until_due(job: Job, interval: Duration, since: Instant) -> Result<f64
 }
 
 fn run_job(job: Job, role: &str) {
+    crate::pg::report_activity(Some(match job {
+        Job::Forget => "agent_memory: forgetting pass",
+        Job::Consolidate => "agent_memory: consolidation pass",
+    }));
     let mut d = WorkerDriver { role: role.to_string(), first: true, longest: Duration::ZERO };
     let pass = |d: &mut WorkerDriver, run_id: i64| match job {
         Job::Forget => {
@@ -551,6 +555,7 @@ pub extern "C-unwind" fn agent_memory_helper_main(arg: pg_sys::Datum) {
             crate::pg::exit_process(0);
         }
     };
+    crate::pg::report_activity(Some(&format!("agent_memory: helper of forgetting run {run_id}")));
     let mut d = WorkerDriver { role: role.clone(), first: true, longest: Duration::ZERO };
     for name in crate::api::forget::HELPER_STEPS {
         let outcome = crate::runs::step(name, || match name {
@@ -627,6 +632,9 @@ fn run_pack_pass(role: &str) {
             return;
         }
     };
+    if !due.is_empty() {
+        crate::pg::report_activity(Some("agent_memory: pack rebuild"));
+    }
     let (mut built, mut memories) = (0, 0);
     for (user, model) in &due {
         reload_config_if_asked();
@@ -749,8 +757,10 @@ pub extern "C-unwind" fn agent_memory_worker_main(_arg: pg_sys::Datum) {
                 Err(e) => warning!("agent_memory: could not look for the extension: {}", e.message),
             }
         }
-        // Before sleeping, whatever the last transactions changed is counted.
+        // Before sleeping, whatever the last transactions changed is counted, and the worker
+        // shows as idle.
         crate::pg::report_stats(true);
+        crate::pg::report_activity(None);
         if shutdown_requested() || !BackgroundWorker::wait_latch(Some(sleep.max(Duration::from_millis(10)))) {
             break;
         }

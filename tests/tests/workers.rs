@@ -1,8 +1,9 @@
 //! The background workers against a real server started with the library preloaded
 //! (`scripts/test.sh` sets `agent_memory.worker_databases = 'agent_memory_workers'`): they run by
 //! themselves and leave run rows, follow a changed interval after `pg_reload_conf()`, survive a
-//! `kill -9` in the middle of a large pass without a half-done batch or a lost row, and never
-//! stop recall and reconcile from working during a pass.
+//! `kill -9` in the middle of a large pass without a half-done batch or a lost row, never stop
+//! recall and reconcile from working during a pass, show what they run in `pg_stat_activity`,
+//! and have what they change counted in `pg_stat_user_tables` while they live on.
 //!
 //! Worker settings are changed with ALTER SYSTEM and a reload, as an operator would, and reset
 //! at the end. The tests run one at a time (`--test-threads=1`): they share the workers.
@@ -536,5 +537,59 @@ fn what_a_pass_changes_is_counted_while_the_worker_lives_on() {
     // worker having to exit.
     wait_for("the pass's updates in pg_stat_user_tables", Duration::from_secs(20), || rows_updated(&mut c) >= updated + evicted);
     assert_eq!(worker_pid(&mut c), Some(pid), "the worker restarted: its exit, not the worker, counted the rows");
+    reset_settings(&mut c);
+}
+
+/// What `pg_stat_activity` shows of this database's worker and helper: (backend type, state,
+/// query).
+fn workers_activity(c: &mut Client) -> Vec<(String, Option<String>, Option<String>)> {
+    c.query(
+        "SELECT backend_type, state, query FROM pg_stat_activity
+          WHERE datname = $1 AND backend_type IN ('agent_memory worker', 'agent_memory helper') ORDER BY backend_type",
+        &[&DB],
+    )
+    .unwrap()
+    .iter()
+    .map(|r| (r.get(0), r.get(1), r.get(2)))
+    .collect()
+}
+
+#[test]
+fn pg_stat_activity_shows_what_the_worker_and_its_helper_run() {
+    let mut c = worker_db();
+    configure(&mut c, &[("workers_enabled", "off"), ("capacity", "100"), ("batch_size", "200"), ("batch_pause", "30ms")]);
+    wait_for("the worker to connect", Duration::from_secs(60), || worker_pid(&mut c).is_some());
+    // Between passes: idle.
+    wait_for("the worker to be idle", Duration::from_secs(30), || {
+        workers_activity(&mut c).iter().any(|(t, s, _)| t == "agent_memory worker" && s.as_deref() == Some("idle"))
+    });
+    helper_data(&mut c, "sa-");
+    let before: i64 = c.query_one("SELECT coalesce(max(id), 0) FROM agent_memory.runs WHERE job = 'forget'", &[]).unwrap().get(0);
+    configure(&mut c, &[("forget_interval", "1s"), ("consolidate_interval", "1h"), ("workers_enabled", "on")]);
+    let (mut worker_seen, mut helper_seen) = (false, false);
+    wait_for("a forgetting pass to finish", Duration::from_secs(120), || {
+        for (t, s, q) in workers_activity(&mut c) {
+            let active = s.as_deref() == Some("active");
+            if t == "agent_memory worker" && active && q.as_deref() == Some("agent_memory: forgetting pass") {
+                worker_seen = true;
+            }
+            if t == "agent_memory helper" && active && q.is_some_and(|q| q.starts_with("agent_memory: helper of forgetting run")) {
+                helper_seen = true;
+            }
+        }
+        c.query_one(
+            "SELECT EXISTS (SELECT 1 FROM agent_memory.runs WHERE job = 'forget' AND by_worker AND id > $1 AND status <> 'running')",
+            &[&before],
+        )
+        .unwrap()
+        .get(0)
+    });
+    configure(&mut c, &[("workers_enabled", "off"), ("forget_interval", "1h")]);
+    assert!(worker_seen, "the worker never showed as active with its pass");
+    assert!(helper_seen, "the helper never showed as active with its pass");
+    // Once the pass is over, the worker shows as idle again.
+    wait_for("the worker to be idle after its pass", Duration::from_secs(30), || {
+        workers_activity(&mut c).iter().any(|(t, s, _)| t == "agent_memory worker" && s.as_deref() == Some("idle"))
+    });
     reset_settings(&mut c);
 }
