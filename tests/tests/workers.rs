@@ -314,18 +314,40 @@ fn forget_run(c: &mut Client, id: i64) -> (serde_json::Value, String, Option<f64
     (serde_json::from_str(r.get::<_, &str>(0)).unwrap(), r.get(1), r.get(2))
 }
 
-/// Lets the worker run one forgetting pass, watching `pg_stat_activity` for its helper, then
-/// stops the worker's passes; returns the run's id and whether a helper was seen.
-fn watched_pass(c: &mut Client) -> (i64, bool) {
+/// What `pg_stat_activity` shows of a worker or helper of this database: (backend type, state,
+/// query).
+type Activity = (String, Option<String>, Option<String>);
+
+fn workers_activity(c: &mut Client) -> Vec<Activity> {
+    c.query(
+        "SELECT backend_type, state, query FROM pg_stat_activity
+          WHERE datname = $1 AND backend_type IN ('agent_memory worker', 'agent_memory helper') ORDER BY backend_type",
+        &[&DB],
+    )
+    .unwrap()
+    .iter()
+    .map(|r| (r.get(0), r.get(1), r.get(2)))
+    .collect()
+}
+
+/// Whether a helper was among what a pass showed.
+fn helper_seen(seen: &[Activity]) -> bool {
+    seen.iter().any(|(t, _, _)| t == "agent_memory helper")
+}
+
+/// Lets the worker run one forgetting pass, watching what `pg_stat_activity` shows of the worker
+/// and its helper, then stops the worker's passes; returns the run's id and what was seen.
+fn watched_pass(c: &mut Client) -> (i64, Vec<Activity>) {
     let before: i64 = c.query_one("SELECT coalesce(max(id), 0) FROM agent_memory.runs WHERE job = 'forget'", &[]).unwrap().get(0);
     configure(c, &[("forget_interval", "1s"), ("consolidate_interval", "1h"), ("workers_enabled", "on")]);
-    let mut seen = false;
+    let mut seen: Vec<Activity> = Vec::new();
     let mut run = None;
     wait_for("a forgetting pass to finish", Duration::from_secs(120), || {
-        seen |= c
-            .query_one("SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE backend_type = 'agent_memory helper' AND datname = $1)", &[&DB])
-            .unwrap()
-            .get::<_, bool>(0);
+        for a in workers_activity(c) {
+            if !seen.contains(&a) {
+                seen.push(a);
+            }
+        }
         run = c
             .query_opt(
                 "SELECT id FROM agent_memory.runs WHERE job = 'forget' AND by_worker AND id > $1 AND status <> 'running' ORDER BY id LIMIT 1",
@@ -390,7 +412,7 @@ fn a_helper_expires_and_purges_while_the_worker_evicts() {
 
     // The helper runs beside the worker; the run does what the dry run counted.
     let (run, seen) = watched_pass(&mut c);
-    assert!(seen, "no helper was seen during the pass");
+    assert!(helper_seen(&seen), "no helper was seen during the pass");
     let (steps, status, longest) = forget_run(&mut c, run);
     assert_eq!(status, "succeeded", "{steps}");
     for step in ["expire", "evict", "purge"] {
@@ -406,7 +428,7 @@ fn a_helper_expires_and_purges_while_the_worker_evicts() {
     configure(&mut c, &[("forget_helper", "off")]);
     let want = helper_data(&mut c, "hq-");
     let (run, seen) = watched_pass(&mut c);
-    assert!(!seen, "a helper ran although agent_memory.forget_helper is off");
+    assert!(!helper_seen(&seen), "a helper ran although agent_memory.forget_helper is off");
     let (steps, status, _) = forget_run(&mut c, run);
     assert_eq!(status, "succeeded", "{steps}");
     for step in ["expire", "evict", "purge"] {
@@ -449,7 +471,7 @@ fn shared_evictions(c: &mut Client, prefix: &str, pad: usize) -> i64 {
         .collect();
 
     let (run, seen) = watched_pass(c);
-    assert!(seen, "no helper was seen during the pass");
+    assert!(helper_seen(&seen), "no helper was seen during the pass");
     let (steps, status, _) = forget_run(c, run);
     assert_eq!(status, "succeeded", "{steps}");
     assert_eq!(steps["evict"].as_i64(), Some(want), "{steps}");
@@ -540,56 +562,29 @@ fn what_a_pass_changes_is_counted_while_the_worker_lives_on() {
     reset_settings(&mut c);
 }
 
-/// What `pg_stat_activity` shows of this database's worker and helper: (backend type, state,
-/// query).
-fn workers_activity(c: &mut Client) -> Vec<(String, Option<String>, Option<String>)> {
-    c.query(
-        "SELECT backend_type, state, query FROM pg_stat_activity
-          WHERE datname = $1 AND backend_type IN ('agent_memory worker', 'agent_memory helper') ORDER BY backend_type",
-        &[&DB],
-    )
-    .unwrap()
-    .iter()
-    .map(|r| (r.get(0), r.get(1), r.get(2)))
-    .collect()
-}
-
 #[test]
 fn pg_stat_activity_shows_what_the_worker_and_its_helper_run() {
     let mut c = worker_db();
     configure(&mut c, &[("workers_enabled", "off"), ("capacity", "100"), ("batch_size", "200"), ("batch_pause", "30ms")]);
     wait_for("the worker to connect", Duration::from_secs(60), || worker_pid(&mut c).is_some());
+    let worker_idle =
+        |c: &mut Client| workers_activity(c).iter().any(|(t, s, _)| t == "agent_memory worker" && s.as_deref() == Some("idle"));
     // Between passes: idle.
-    wait_for("the worker to be idle", Duration::from_secs(30), || {
-        workers_activity(&mut c).iter().any(|(t, s, _)| t == "agent_memory worker" && s.as_deref() == Some("idle"))
-    });
+    wait_for("the worker to be idle", Duration::from_secs(30), || worker_idle(&mut c));
     helper_data(&mut c, "sa-");
-    let before: i64 = c.query_one("SELECT coalesce(max(id), 0) FROM agent_memory.runs WHERE job = 'forget'", &[]).unwrap().get(0);
-    configure(&mut c, &[("forget_interval", "1s"), ("consolidate_interval", "1h"), ("workers_enabled", "on")]);
-    let (mut worker_seen, mut helper_seen) = (false, false);
-    wait_for("a forgetting pass to finish", Duration::from_secs(120), || {
-        for (t, s, q) in workers_activity(&mut c) {
-            let active = s.as_deref() == Some("active");
-            if t == "agent_memory worker" && active && q.as_deref() == Some("agent_memory: forgetting pass") {
-                worker_seen = true;
-            }
-            if t == "agent_memory helper" && active && q.is_some_and(|q| q.starts_with("agent_memory: helper of forgetting run")) {
-                helper_seen = true;
-            }
-        }
-        c.query_one(
-            "SELECT EXISTS (SELECT 1 FROM agent_memory.runs WHERE job = 'forget' AND by_worker AND id > $1 AND status <> 'running')",
-            &[&before],
-        )
-        .unwrap()
-        .get(0)
-    });
-    configure(&mut c, &[("workers_enabled", "off"), ("forget_interval", "1h")]);
-    assert!(worker_seen, "the worker never showed as active with its pass");
-    assert!(helper_seen, "the helper never showed as active with its pass");
+    let (_, seen) = watched_pass(&mut c);
+    let active = |(t, s, _): &Activity, backend: &str| t == backend && s.as_deref() == Some("active");
+    assert!(
+        seen.iter().any(|a| active(a, "agent_memory worker") && a.2.as_deref() == Some("agent_memory: forgetting pass")),
+        "the worker never showed as active with its pass: {seen:?}"
+    );
+    assert!(
+        seen.iter()
+            .any(|a| active(a, "agent_memory helper")
+                && a.2.as_deref().is_some_and(|q| q.starts_with("agent_memory: helper of forgetting run"))),
+        "the helper never showed as active with its pass: {seen:?}"
+    );
     // Once the pass is over, the worker shows as idle again.
-    wait_for("the worker to be idle after its pass", Duration::from_secs(30), || {
-        workers_activity(&mut c).iter().any(|(t, s, _)| t == "agent_memory worker" && s.as_deref() == Some("idle"))
-    });
+    wait_for("the worker to be idle after its pass", Duration::from_secs(30), || worker_idle(&mut c));
     reset_settings(&mut c);
 }
