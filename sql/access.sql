@@ -38,6 +38,11 @@ CREATE TRIGGER memories_pack_stale_update AFTER UPDATE ON agent_memory.memories
 -- names in agent_memory.user_id (none when it names no user). Admins (members of
 -- agent_memory_admin) and the workers see every user; superusers always do. The functions that
 -- read rows directly (recall, memory_context) apply the same rule themselves.
+--
+-- (0.6.0) A role may also be bound to the users it works for (agent_memory.bind_role): a role that
+-- is a member of a bound role may name only users that match one of the patterns bound to it, and
+-- naming another sees and changes nothing. Roles bound to nothing keep the model above: they may
+-- name any user.
 DO $do$
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname OPERATOR(pg_catalog.=) 'agent_memory_admin') THEN
@@ -45,21 +50,90 @@ BEGIN
     END IF;
 END
 $do$;
+
+CREATE TABLE agent_memory.role_users (
+    role_name    name        NOT NULL,
+    user_pattern text        NOT NULL CHECK (user_pattern <> ''),
+    created_at   timestamptz NOT NULL DEFAULT now(),
+    CONSTRAINT role_users_pkey PRIMARY KEY (role_name, user_pattern)
+);
+COMMENT ON TABLE agent_memory.role_users IS
+    'Roles bound to the users they work for: a member of a bound role may name (agent_memory.user_id) only users matching one of its patterns (LIKE). Roles bound to nothing may name any user. Each role sees its own bindings.';
+ALTER TABLE agent_memory.role_users ENABLE ROW LEVEL SECURITY;
+CREATE POLICY own_bindings ON agent_memory.role_users
+    USING (EXISTS (SELECT 1 FROM pg_catalog.pg_roles r
+                    WHERE r.rolname OPERATOR(pg_catalog.=) role_users.role_name
+                      AND pg_catalog.pg_has_role(r.oid, 'MEMBER')));
+CREATE POLICY maintenance ON agent_memory.role_users TO agent_memory_admin USING (true) WITH CHECK (true);
+SELECT pg_catalog.pg_extension_config_dump('agent_memory.role_users', '');
+
+/* The user the session works for (agent_memory.user_id), when the current role may name it: it is
+   bound to no user, or the user matches a pattern of a role it is a member of. NULL otherwise, so
+   the row-level policies let nothing through. */
+CREATE FUNCTION agent_memory.session_user_id() RETURNS text
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    WITH mine AS (
+        SELECT b.user_pattern FROM agent_memory.role_users b JOIN pg_catalog.pg_roles r ON r.rolname = b.role_name
+         WHERE pg_catalog.pg_has_role(r.oid, 'MEMBER'))
+    SELECT s.u FROM (SELECT NULLIF(pg_catalog.current_setting('agent_memory.user_id', true), '') AS u) s
+     WHERE NOT EXISTS (SELECT 1 FROM mine) OR EXISTS (SELECT 1 FROM mine WHERE s.u LIKE mine.user_pattern)
+$$;
+GRANT EXECUTE ON FUNCTION agent_memory.session_user_id() TO PUBLIC;
+-- The policies' condition reads the bindings as the role that queries, the workers included.
+GRANT SELECT ON agent_memory.role_users TO agent_memory_worker;
+COMMENT ON FUNCTION agent_memory.session_user_id() IS
+    'The user the session works for (agent_memory.user_id) if the current role may name it (agent_memory.role_users), else NULL.';
+
 DO $do$
 DECLARE
     t text;
 BEGIN
-    FOREACH t IN ARRAY ARRAY['memories', 'turns', 'tasks'] LOOP
+    FOREACH t IN ARRAY ARRAY['memories', 'turns', 'tasks', 'predicate_declarations'] LOOP
         EXECUTE format('ALTER TABLE agent_memory.%I ENABLE ROW LEVEL SECURITY', t);
         EXECUTE format('ALTER TABLE agent_memory.%I FORCE ROW LEVEL SECURITY', t);
         EXECUTE format('CREATE POLICY tenant ON agent_memory.%I
-                            USING (user_id OPERATOR(pg_catalog.=) pg_catalog.current_setting(''agent_memory.user_id'', true))
-                            WITH CHECK (user_id OPERATOR(pg_catalog.=) pg_catalog.current_setting(''agent_memory.user_id'', true))', t);
+                            USING (user_id OPERATOR(pg_catalog.=) (SELECT agent_memory.session_user_id()))
+                            WITH CHECK (user_id OPERATOR(pg_catalog.=) (SELECT agent_memory.session_user_id()))', t);
         EXECUTE format('CREATE POLICY maintenance ON agent_memory.%I TO agent_memory_admin, agent_memory_worker
                             USING (true) WITH CHECK (true)', t);
     END LOOP;
 END
 $do$;
+
+/* Binds a role to the users matching a pattern (LIKE: 'acme:%' for every id that starts with
+   acme:). Once bound, the role and its members may name only users matching one of its patterns. */
+CREATE FUNCTION agent_memory.bind_role(role regrole, user_pattern text) RETURNS text
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $body$
+BEGIN
+    IF role IS NULL OR user_pattern IS NULL OR user_pattern = '' THEN
+        RAISE EXCEPTION 'role and user_pattern must not be NULL or empty' USING ERRCODE = 'null_value_not_allowed',
+            HINT = 'Pass a role and a LIKE pattern of the user ids it works for, such as ''acme:%''.';
+    END IF;
+    INSERT INTO agent_memory.role_users (role_name, user_pattern)
+    VALUES ((SELECT r.rolname FROM pg_catalog.pg_roles r WHERE r.oid = role), user_pattern)
+    ON CONFLICT ON CONSTRAINT role_users_pkey DO NOTHING;
+    RETURN format('%s may now name only users like %L (and those of its other patterns)', role, user_pattern);
+END
+$body$;
+COMMENT ON FUNCTION agent_memory.bind_role(regrole, text) IS
+    'Binds a role to the users matching a LIKE pattern: it and its members may then name only users matching one of its patterns.';
+
+CREATE FUNCTION agent_memory.unbind_role(role regrole, user_pattern text DEFAULT NULL) RETURNS bigint
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    WITH d AS (DELETE FROM agent_memory.role_users b
+                WHERE b.role_name = (SELECT r.rolname FROM pg_catalog.pg_roles r WHERE r.oid = unbind_role.role)
+                  AND (unbind_role.user_pattern IS NULL OR b.user_pattern = unbind_role.user_pattern)
+               RETURNING 1)
+    SELECT count(*) FROM d
+$$;
+COMMENT ON FUNCTION agent_memory.unbind_role(regrole, text) IS
+    'Removes a role''s binding to a pattern (every binding of the role when no pattern is given); returns how many went. A role bound to nothing may name any user.';
 
 /* Whether the current role sees every user's rows (a superuser, a role that bypasses row-level
    security, an admin or a worker), else only the session's user. */
@@ -102,23 +176,27 @@ BEGIN
         EXECUTE format('GRANT USAGE ON SCHEMA %s TO %s', vs, role);
     END IF;
     EXECUTE format('GRANT SELECT ON agent_memory.memories, agent_memory.turns, agent_memory.tasks, agent_memory.predicates,
-                    agent_memory.embedding_models, agent_memory.memory_stats TO %s', role);
+                    agent_memory.embedding_models, agent_memory.memory_stats, agent_memory.predicate_declarations,
+                    agent_memory.role_users TO %s', role);
     EXECUTE format('GRANT UPDATE (last_hit_at, hit_count) ON agent_memory.memories TO %s', role);
     functions := ARRAY['memory_recall', 'memory_context', 'memory_context_text', 'memory_evidence', 'memory_decay_score',
-                       'memory_retention_score', 'memory_importance', 'memory_retention'];
+                       'memory_retention_score', 'memory_importance', 'memory_retention', 'last_success'];
     IF level IN ('writer', 'admin') THEN
         EXECUTE format('GRANT INSERT, UPDATE ON agent_memory.memories, agent_memory.turns, agent_memory.tasks TO %s', role);
-        EXECUTE format('GRANT INSERT, UPDATE ON agent_memory.predicates TO %s', role);
-        EXECUTE format('GRANT INSERT ON agent_memory.embedding_models TO %s', role);
-        EXECUTE format('GRANT SELECT ON agent_memory.lock_salt TO %s', role);
+        -- Writers add predicates (never change one: that is the admins'), and register a model
+        -- only by writing a memory of it (register_model); the lock keys' secret is no one's.
+        EXECUTE format('GRANT INSERT ON agent_memory.predicates, agent_memory.predicate_declarations TO %s', role);
         EXECUTE format('GRANT USAGE ON SEQUENCE %s, %s TO %s',
                        pg_catalog.pg_get_serial_sequence('agent_memory.memories', 'id'),
                        pg_catalog.pg_get_serial_sequence('agent_memory.turns', 'id'), role);
-        functions := functions || ARRAY['memory_reconcile', 'memory_reconcile_batch', 'memory_update', 'memory_record_turn'];
+        functions := functions || ARRAY['memory_reconcile', 'memory_reconcile_batch', 'memory_update', 'memory_record_turn',
+                                        'register_model', 'first_bad_time'];
     END IF;
     IF level = 'admin' THEN
         EXECUTE format('GRANT SELECT, INSERT, UPDATE, DELETE ON agent_memory.memories, agent_memory.turns, agent_memory.tasks,
-                        agent_memory.predicates, agent_memory.runs, agent_memory.maintenance_state TO %s', role);
+                        agent_memory.predicates, agent_memory.runs, agent_memory.maintenance_state,
+                        agent_memory.predicate_declarations, agent_memory.role_users TO %s', role);
+        EXECUTE format('GRANT INSERT, UPDATE, DELETE ON agent_memory.embedding_models TO %s', role);
         EXECUTE format('GRANT SELECT ON agent_memory.erasures, agent_memory.last_runs TO %s', role);
         EXECUTE format('GRANT INSERT ON agent_memory.erasures TO %s', role);
         EXECUTE format('GRANT SELECT, INSERT, DELETE ON agent_memory.memory_packs, agent_memory.memory_pack_users,
@@ -126,7 +204,8 @@ BEGIN
         EXECUTE format('GRANT USAGE ON SEQUENCE %s, %s TO %s',
                        pg_catalog.pg_get_serial_sequence('agent_memory.runs', 'id'),
                        pg_catalog.pg_get_serial_sequence('agent_memory.erasures', 'id'), role);
-        functions := functions || ARRAY['memory_forget', 'memory_consolidate', 'memory_erase', 'memory_create_index', 'memory_pack'];
+        functions := functions || ARRAY['memory_forget', 'memory_consolidate', 'memory_erase', 'memory_create_index', 'memory_pack',
+                                        'erasure_lock', 'erasure_hash', 'hmac_sha256', 'bind_role', 'unbind_role'];
         EXECUTE format('GRANT agent_memory_admin TO %s', role);
     END IF;
     FOR f IN SELECT p.oid::regprocedure FROM pg_catalog.pg_proc p
@@ -163,4 +242,6 @@ END
 $body$;
 COMMENT ON FUNCTION agent_memory.revoke_access(regrole) IS 'Takes back every privilege grant_access gave a role.';
 
-REVOKE ALL ON FUNCTION agent_memory.grant_access(regrole, text), agent_memory.revoke_access(regrole) FROM PUBLIC;
+REVOKE ALL ON FUNCTION agent_memory.grant_access(regrole, text), agent_memory.revoke_access(regrole),
+    agent_memory.bind_role(regrole, text), agent_memory.unbind_role(regrole, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION agent_memory.session_user_id() TO PUBLIC;

@@ -27,7 +27,10 @@ CREATE TABLE agent_memory.turns (
     metadata    jsonb       NOT NULL DEFAULT '{}',
     -- Added in 0.2.0 (columns keep the order an update from 0.1.0 gives them).
     task_id     text,
-    CONSTRAINT turns_pkey PRIMARY KEY (user_id, id)
+    CONSTRAINT turns_pkey PRIMARY KEY (user_id, id),
+    -- (0.6.0) Consumers read metadata as an object; memory_record_turn refuses another JSON value
+    -- with 22023 before this is reached.
+    CONSTRAINT turns_metadata_object CHECK (jsonb_typeof(metadata) = 'object')
 );
 COMMENT ON TABLE agent_memory.turns IS
     'Raw conversation turns (user, session, role, content, time): working memory and evidence for facts.';
@@ -208,12 +211,26 @@ CREATE TABLE agent_memory.tasks (
 );
 COMMENT ON TABLE agent_memory.tasks IS 'Tasks of a user and their parents (task lineage): recall and memory_context with task_id see a task and its ancestors.';
 
+-- A user's task writes run one at a time (the user's task lock, until the end of the
+-- transaction), and each checks the parents as committed by the writes before it: two sessions
+-- that make two tasks each other's parent at once cannot both commit. SECURITY DEFINER: the lock's
+-- key is salted with a secret no application role can read (agent_memory.lock_salt).
 CREATE FUNCTION agent_memory.tasks_no_cycle() RETURNS trigger
-LANGUAGE plpgsql
+LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $body$
 BEGIN
-    IF NEW.parent_task_id IS NOT NULL AND EXISTS (
+    IF NEW.parent_task_id IS NULL THEN
+        RETURN NEW;
+    END IF;
+    PERFORM pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtextextended('agent_memory.tasks:' || NEW.user_id,
+                                                                          (SELECT s.salt FROM agent_memory.lock_salt s)));
+    -- Under REPEATABLE READ or SERIALIZABLE this transaction's snapshot may predate the write it
+    -- waited for: locking the user's tasks then fails with 40001 when one changed since.
+    IF pg_catalog.current_setting('transaction_isolation') <> 'read committed' THEN
+        PERFORM 1 FROM agent_memory.tasks t WHERE t.user_id = NEW.user_id FOR SHARE;
+    END IF;
+    IF EXISTS (
         WITH RECURSIVE up (task_id, depth) AS (
             SELECT t.parent_task_id, 1 FROM agent_memory.tasks t
              WHERE t.user_id = NEW.user_id AND t.task_id = NEW.parent_task_id
@@ -229,6 +246,7 @@ BEGIN
     RETURN NEW;
 END
 $body$;
+REVOKE ALL ON FUNCTION agent_memory.tasks_no_cycle() FROM PUBLIC;
 CREATE TRIGGER tasks_no_cycle BEFORE INSERT OR UPDATE OF parent_task_id ON agent_memory.tasks
     FOR EACH ROW EXECUTE FUNCTION agent_memory.tasks_no_cycle();
 
@@ -240,6 +258,29 @@ CREATE TABLE agent_memory.embedding_models (
     created_at  timestamptz NOT NULL DEFAULT now()
 );
 COMMENT ON TABLE agent_memory.embedding_models IS 'Embedding models in use and their dimension; a write or query of another dimension is an error.';
+
+-- (0.6.0) The one way a model is registered besides an admin's INSERT: the first write of a
+-- memory of the model (the write trigger calls this). Application roles cannot INSERT into
+-- embedding_models, so no writer can claim a model's name with another dimension by hand.
+CREATE FUNCTION agent_memory.register_model(name text, dimensions integer) RETURNS integer
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $body$
+DECLARE
+    registered integer;
+BEGIN
+    SELECT m.dimensions INTO registered FROM agent_memory.embedding_models m WHERE m.name = register_model.name;
+    IF registered IS NULL THEN
+        INSERT INTO agent_memory.embedding_models (name, dimensions) VALUES (register_model.name, register_model.dimensions)
+        ON CONFLICT ON CONSTRAINT embedding_models_pkey DO NOTHING;
+        SELECT m.dimensions INTO registered FROM agent_memory.embedding_models m WHERE m.name = register_model.name;
+    END IF;
+    RETURN registered;
+END
+$body$;
+REVOKE ALL ON FUNCTION agent_memory.register_model(text, integer) FROM PUBLIC;
+COMMENT ON FUNCTION agent_memory.register_model(text, integer) IS
+    'The dimension registered for a model, registering it with this dimension when it is new (the first write of a memory of the model).';
 
 -- The predicates of facts: single-valued ('one': a new object supersedes the old, such as an
 -- editor, a city, an employer) or many-valued ('many': each object is a fact of its own, such as
@@ -274,6 +315,20 @@ INSERT INTO agent_memory.predicates (predicate, cardinality, alias_of, seeded) S
     ('child', 'many', 'has_child'), ('pet', 'many', 'has_pet'), ('languages', 'many', 'speaks'),
     ('like', 'many', 'likes'), ('hobbies', 'many', 'hobby')) v(p, c, a);
 
+-- (0.6.0) Who declared a predicate that was new: the user whose reconcile (cardinality => ...)
+-- added it. Each role sees only the declarations of the user its session works for, as with
+-- memories. The erasure of a user drops the predicates only that user declared and no remaining
+-- memory uses, so a user's words do not outlive the user in the shared registry.
+CREATE TABLE agent_memory.predicate_declarations (
+    user_id     text        NOT NULL CHECK (user_id <> ''),
+    predicate   text        NOT NULL REFERENCES agent_memory.predicates (predicate) ON UPDATE CASCADE ON DELETE CASCADE,
+    declared_at timestamptz NOT NULL DEFAULT now(),
+    CONSTRAINT predicate_declarations_pkey PRIMARY KEY (user_id, predicate)
+);
+CREATE INDEX predicate_declarations_predicate ON agent_memory.predicate_declarations (predicate);
+COMMENT ON TABLE agent_memory.predicate_declarations IS
+    'The user whose reconcile added a predicate to agent_memory.predicates; the erasure of the user drops the predicates only it declared and no memory uses.';
+
 -- The write-time policies, for every path that writes memories (reconcile, update, COPY, INSERT):
 -- embeddings are L2-normalised and checked against their model's dimension; a missing importance
 -- comes from the importance rule and a missing expires_at from the retention settings; protected
@@ -299,9 +354,7 @@ BEGIN
         dims := @vs@.vector_dims(NEW.emb);
         SELECT m.dimensions INTO registered FROM agent_memory.embedding_models m WHERE m.name = NEW.embedding_model;
         IF registered IS NULL THEN
-            INSERT INTO agent_memory.embedding_models (name, dimensions) VALUES (NEW.embedding_model, dims)
-            ON CONFLICT (name) DO NOTHING;
-            SELECT m.dimensions INTO registered FROM agent_memory.embedding_models m WHERE m.name = NEW.embedding_model;
+            registered := agent_memory.register_model(NEW.embedding_model, dims);
         END IF;
         IF registered <> dims THEN
             RAISE EXCEPTION 'embedding model "%" has % dimensions, but this embedding has %', NEW.embedding_model, registered, dims
@@ -314,6 +367,13 @@ BEGIN
                       HINT = 'Store the embedding of the memory''s content: a non-zero vector.';
         END IF;
         NEW.emb := @vs@.l2_normalize(NEW.emb);
+    END IF;
+
+    IF (TG_OP = 'INSERT' OR NEW.metadata IS DISTINCT FROM OLD.metadata)
+       AND pg_catalog.jsonb_typeof(NEW.metadata) IS DISTINCT FROM 'object' THEN
+        RAISE EXCEPTION 'metadata must be a JSON object, not %', coalesce(pg_catalog.jsonb_typeof(NEW.metadata), 'NULL')
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Pass an object such as ''{"topic": "travel"}'' (''{}'' for none); wrap a list or a value in an object.';
     END IF;
 
     -- A predicate under another name is written as its own name; a fact of a many-valued
@@ -377,6 +437,36 @@ $src$, '@vs@', pg_catalog.quote_ident((SELECT n.nspname FROM pg_catalog.pg_exten
                                           WHERE e.extname = 'vector')));
 END
 $do$;
+
+-- The position (from 1) of the first text that timestamptz does not read, NULL when it reads them
+-- all: reconcile checks every fact's times before it decides (one subtransaction for a batch
+-- whose times are all good).
+CREATE FUNCTION agent_memory.first_bad_time(texts text[]) RETURNS integer
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $body$
+DECLARE
+    t timestamptz;
+BEGIN
+    BEGIN
+        PERFORM texts::timestamptz[];
+        RETURN NULL;
+    EXCEPTION WHEN invalid_datetime_format OR datetime_field_overflow OR invalid_time_zone_displacement_value
+                   OR invalid_parameter_value OR feature_not_supported THEN
+        NULL;
+    END;
+    FOR i IN 1..coalesce(pg_catalog.array_length(texts, 1), 0) LOOP
+        BEGIN
+            t := texts[i]::timestamptz;
+        EXCEPTION WHEN invalid_datetime_format OR datetime_field_overflow OR invalid_time_zone_displacement_value
+                       OR invalid_parameter_value OR feature_not_supported THEN
+            RETURN i;
+        END;
+    END LOOP;
+    RETURN NULL;
+END
+$body$;
+COMMENT ON FUNCTION agent_memory.first_bad_time(text[]) IS 'The position of the first text that is not a timestamptz (reconcile''s check of the facts'' times).';
 
 -- Keeps the packs honest (see memory_pack_stale). SECURITY DEFINER: a writer needs no right on
 -- the bookkeeping table, and can only add entries for the rows it changes.
@@ -465,8 +555,21 @@ CREATE TABLE agent_memory.maintenance_state (
 );
 COMMENT ON TABLE agent_memory.maintenance_state IS 'When periodic maintenance (such as the halving of hit counts) was last done.';
 
+-- When forgetting or consolidation last succeeded (memory_stats shows it to roles that cannot
+-- read agent_memory.runs).
+CREATE FUNCTION agent_memory.last_success(job text) RETURNS timestamptz
+LANGUAGE sql STABLE SECURITY DEFINER PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT max(r.finished_at) FROM agent_memory.runs r WHERE r.job = last_success.job AND r.status = 'succeeded'
+$$;
+REVOKE ALL ON FUNCTION agent_memory.last_success(text) FROM PUBLIC;
+COMMENT ON FUNCTION agent_memory.last_success(text) IS 'When a job (forget, consolidate) last succeeded.';
+
 -- Per-user counts: what is live, what is protected, archived, kept as evidence, and retired by reason.
-CREATE VIEW agent_memory.memory_stats AS
+-- (0.6.0) security_invoker: the rows of memories are read with the caller's rights, so a role
+-- without maintenance rights sees only the user its session works for, as everywhere else.
+CREATE VIEW agent_memory.memory_stats WITH (security_invoker = true) AS
 SELECT m.user_id,
        count(*) FILTER (WHERE m.active)                                  AS active,
        count(*) FILTER (WHERE m.active AND m.protected)                  AS protected,
@@ -478,13 +581,11 @@ SELECT m.user_id,
                            FROM agent_memory.memories x
                           WHERE x.user_id = m.user_id AND NOT x.active
                           GROUP BY 1) r), '{}'::jsonb)                  AS retired_by_reason,
-       (SELECT max(r.finished_at) FROM agent_memory.runs r
-         WHERE r.job = 'forget' AND r.status = 'succeeded')              AS last_forget,
-       (SELECT max(r.finished_at) FROM agent_memory.runs r
-         WHERE r.job = 'consolidate' AND r.status = 'succeeded')         AS last_consolidate
+       agent_memory.last_success('forget')                               AS last_forget,
+       agent_memory.last_success('consolidate')                          AS last_consolidate
   FROM agent_memory.memories m
  GROUP BY m.user_id;
-COMMENT ON VIEW agent_memory.memory_stats IS 'Per user: active, protected, archived, evidence and retired memories, the retired ones by reason, and when forgetting and consolidation last succeeded (agent_memory.last_runs has the runs).';
+COMMENT ON VIEW agent_memory.memory_stats IS 'Per user: active, protected, archived, evidence and retired memories, the retired ones by reason, and when forgetting and consolidation last succeeded (agent_memory.last_runs has the runs). Each role sees the users it may see.';
 
 -- The last runs of each job, newest first.
 CREATE VIEW agent_memory.last_runs AS
@@ -510,19 +611,85 @@ $$;
 COMMENT ON FUNCTION agent_memory.memory_evidence(bigint) IS
     'The memories a summary was made from (evidence), oldest first; recall skips them.';
 
--- The seed of the extension's advisory lock keys (src/locks.rs): drawn when the extension is
--- created, and readable only by the roles that use the extension, so a role with only CONNECT
--- cannot compute a key and hold it to stall forgetting or a user's writes. Not dumped: a
--- restored database draws its own.
-CREATE TABLE agent_memory.lock_salt (salt bigint NOT NULL);
+-- The extension's secrets, one row: the seed of its advisory lock keys (src/locks.rs) and the key
+-- of the erasure receipts' user hashes, both drawn when the extension is created. No application
+-- role may read them (0.6.0): a role that could compute a lock key could hold it to stall
+-- forgetting or another tenant's writes, and one that had the receipt key could test guessed user
+-- ids against the receipts. The library and the extension's own SECURITY DEFINER functions read
+-- them with the extension owner's rights. Not dumped: a restored database draws its own (lock keys
+-- live only as long as their transaction; the receipts of before the restore keep their hashes,
+-- which erasure_hash of that database no longer reproduces).
+CREATE TABLE agent_memory.lock_salt (
+    salt        bigint NOT NULL,
+    receipt_key bytea  NOT NULL DEFAULT pg_catalog.decode(pg_catalog.md5(pg_catalog.gen_random_uuid()::text)
+                                                            || pg_catalog.md5(pg_catalog.gen_random_uuid()::text), 'hex')
+);
 CREATE UNIQUE INDEX lock_salt_one_row ON agent_memory.lock_salt ((true));
 INSERT INTO agent_memory.lock_salt (salt)
 SELECT ('x' || pg_catalog.substr(pg_catalog.md5(pg_catalog.gen_random_uuid()::text), 1, 16))::bit(64)::bigint;
-COMMENT ON TABLE agent_memory.lock_salt IS 'The secret seed of the extension''s advisory lock keys (one row).';
+COMMENT ON TABLE agent_memory.lock_salt IS 'The extension''s secrets (one row): the seed of its advisory lock keys, and the key of the erasure receipts'' user hashes. Readable by the extension owner only.';
+
+-- HMAC-SHA256 (RFC 2104) of a message under a key, hex-encoded.
+CREATE FUNCTION agent_memory.hmac_sha256(key bytea, message bytea) RETURNS text
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $body$
+DECLARE
+    k  bytea := key;
+    ki bytea;
+    ko bytea;
+BEGIN
+    IF pg_catalog.length(k) > 64 THEN
+        k := pg_catalog.sha256(k);
+    END IF;
+    k := k || pg_catalog.decode(pg_catalog.repeat('00', 64 - pg_catalog.length(k)), 'hex');
+    ki := k;
+    ko := k;
+    FOR i IN 0..63 LOOP
+        ki := pg_catalog.set_byte(ki, i, pg_catalog.get_byte(k, i) # 54);   -- 0x36
+        ko := pg_catalog.set_byte(ko, i, pg_catalog.get_byte(k, i) # 92);   -- 0x5c
+    END LOOP;
+    RETURN pg_catalog.encode(pg_catalog.sha256(ko || pg_catalog.sha256(ki || message)), 'hex');
+END
+$body$;
+REVOKE ALL ON FUNCTION agent_memory.hmac_sha256(bytea, bytea) FROM PUBLIC;
+COMMENT ON FUNCTION agent_memory.hmac_sha256(bytea, bytea) IS 'HMAC-SHA256 of a message under a key, hex-encoded.';
+
+-- The user hash of an erasure receipt: a keyed hash (HMAC-SHA256 under the database's receipt
+-- key) of the user id, so that a receipt cannot be matched to a guessed id without the key. An
+-- admin checks whether a user was erased with
+-- SELECT * FROM agent_memory.erasures WHERE user_hash = agent_memory.erasure_hash('user-07').
+CREATE FUNCTION agent_memory.erasure_hash(user_id text) RETURNS text
+LANGUAGE sql STABLE STRICT SECURITY DEFINER PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT agent_memory.hmac_sha256(s.receipt_key, pg_catalog.convert_to(erasure_hash.user_id, 'UTF8')) FROM agent_memory.lock_salt s
+$$;
+REVOKE ALL ON FUNCTION agent_memory.erasure_hash(text) FROM PUBLIC;
+COMMENT ON FUNCTION agent_memory.erasure_hash(text) IS
+    'The user hash an erasure receipt of this user carries (HMAC-SHA256 of the id under the database''s secret receipt key).';
+
+-- The locks an erasure takes, until the end of its transaction: the user's (reconciliation and
+-- recorded turns wait), the user's tasks', and the user's erasure lock, which every rebuild of the
+-- user's derived data (packs) holds shared while it runs: an erasure waits for a rebuild in
+-- flight and then deletes what it wrote, and a rebuild that starts later waits for the erasure
+-- and then finds nothing to pack.
+CREATE FUNCTION agent_memory.erasure_lock(user_id text) RETURNS void
+LANGUAGE sql VOLATILE STRICT SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtextextended(l.prefix || erasure_lock.user_id, s.salt))
+      FROM agent_memory.lock_salt s,
+           (VALUES (1, 'agent_memory.user:'), (2, 'agent_memory.tasks:'), (3, 'agent_memory.erase:')) AS l(n, prefix)
+     ORDER BY l.n
+$$;
+REVOKE ALL ON FUNCTION agent_memory.erasure_lock(text) FROM PUBLIC;
+COMMENT ON FUNCTION agent_memory.erasure_lock(text) IS 'Takes the locks an erasure of the user holds (memory_erase calls it).';
 
 -- Erasure on request (the right to be forgotten): every memory, turn and task of a user is
--- deleted in one transaction, and a receipt is kept that never holds the content: a hash of the
--- user id, the time, and the rows deleted per table.
+-- deleted in one transaction, with every copy derived from them (packs) and the predicates only
+-- the user declared, and a receipt is kept that never holds the content: a keyed hash of the user
+-- id, the time, and the rows deleted per table.
 CREATE TABLE agent_memory.erasures (
     id         bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     user_hash  text        NOT NULL,
@@ -531,7 +698,7 @@ CREATE TABLE agent_memory.erasures (
     counts     jsonb       NOT NULL
 );
 COMMENT ON TABLE agent_memory.erasures IS
-    'One receipt per erasure (memory_erase): the SHA-256 of the user id, when, by whom, and how many rows were deleted per table. Never the content.';
+    'One receipt per erasure (memory_erase): a keyed hash of the user id (agent_memory.erasure_hash; receipts before 0.6.0 hold its plain SHA-256), when, by whom, and how many rows were deleted per table. Never the content.';
 
 CREATE FUNCTION agent_memory.memory_erase(user_id text)
 RETURNS TABLE (receipt_id bigint, user_hash text, erased_at timestamptz, memories bigint, turns bigint, tasks bigint)
@@ -542,15 +709,15 @@ DECLARE
     n_memories bigint;
     n_turns    bigint;
     n_tasks    bigint;
+    declared   text[];
 BEGIN
     IF user_id IS NULL OR btrim(user_id) = '' THEN
         RAISE EXCEPTION 'user_id must not be NULL or empty'
             USING ERRCODE = 'null_value_not_allowed', HINT = 'Pass the id of the user whose memories to erase.';
     END IF;
-    -- The user's lock, the one reconciliation and recorded turns take: writes of the user wait,
-    -- and nothing of theirs is left behind by a write that raced the erasure.
-    PERFORM pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtextextended('agent_memory.user:' || memory_erase.user_id,
-                                                                          (SELECT s.salt FROM agent_memory.lock_salt s)));
+    -- Writes of the user and rebuilds of the user's packs wait, and nothing of theirs is left
+    -- behind by one that raced the erasure.
+    PERFORM agent_memory.erasure_lock(memory_erase.user_id);
     DELETE FROM agent_memory.memories m WHERE m.user_id = memory_erase.user_id;
     GET DIAGNOSTICS n_memories = ROW_COUNT;
     DELETE FROM agent_memory.turns t WHERE t.user_id = memory_erase.user_id;
@@ -560,15 +727,26 @@ BEGIN
     DELETE FROM agent_memory.memory_packs p WHERE p.user_id = memory_erase.user_id;
     DELETE FROM agent_memory.memory_pack_users p WHERE p.user_id = memory_erase.user_id;
     DELETE FROM agent_memory.memory_pack_stale s WHERE s.user_id = memory_erase.user_id;
+    -- The predicates the user declared go with the user when no one else declared them, no
+    -- remaining memory uses them and none is their alias.
+    WITH d AS (DELETE FROM agent_memory.predicate_declarations x WHERE x.user_id = memory_erase.user_id RETURNING x.predicate)
+    SELECT pg_catalog.array_agg(d.predicate) INTO declared FROM d;
+    IF declared IS NOT NULL THEN
+        DELETE FROM agent_memory.predicates p
+         WHERE p.predicate = ANY (declared) AND NOT p.seeded
+           AND NOT EXISTS (SELECT 1 FROM agent_memory.predicate_declarations x WHERE x.predicate = p.predicate)
+           AND NOT EXISTS (SELECT 1 FROM agent_memory.predicates a WHERE a.alias_of = p.predicate)
+           AND NOT EXISTS (SELECT 1 FROM agent_memory.memories m WHERE m.predicate = p.predicate);
+    END IF;
     RETURN QUERY
     INSERT INTO agent_memory.erasures (user_hash, counts)
-    VALUES (pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(memory_erase.user_id, 'UTF8')), 'hex'),
+    VALUES (agent_memory.erasure_hash(memory_erase.user_id),
             pg_catalog.jsonb_build_object('memories', n_memories, 'turns', n_turns, 'tasks', n_tasks))
     RETURNING erasures.id, erasures.user_hash, erasures.erased_at, n_memories, n_turns, n_tasks;
 END
 $body$;
 COMMENT ON FUNCTION agent_memory.memory_erase(text) IS
-    'Deletes every memory, turn and task of a user in one transaction and returns the receipt kept in agent_memory.erasures (no content). Dead rows stay on disk until VACUUM; WAL and backups keep them until they expire.';
+    'Deletes every memory, turn and task of a user, the user''s packs and the predicates only the user declared, in one transaction, and returns the receipt kept in agent_memory.erasures (a keyed hash of the id, no content). Dead rows stay on disk until VACUUM; WAL and backups keep them until they expire.';
 
 -- pg_dump backs up the rows of every table that holds users' data or bookkeeping (the tables
 -- belong to the extension, so without this a dump would hold none of them), and the sequences
@@ -580,6 +758,7 @@ SELECT pg_catalog.pg_extension_config_dump('agent_memory.runs', '');
 SELECT pg_catalog.pg_extension_config_dump('agent_memory.maintenance_state', '');
 SELECT pg_catalog.pg_extension_config_dump('agent_memory.tasks', '');
 SELECT pg_catalog.pg_extension_config_dump('agent_memory.erasures', '');
+SELECT pg_catalog.pg_extension_config_dump('agent_memory.predicate_declarations', '');
 -- The seeded predicates come with CREATE EXTENSION; only those added later are dumped.
 SELECT pg_catalog.pg_extension_config_dump('agent_memory.predicates', 'WHERE NOT seeded');
 SELECT pg_catalog.pg_extension_config_dump(pg_catalog.pg_get_serial_sequence('agent_memory.memories', 'id'), '');
@@ -607,8 +786,9 @@ $do$;
 GRANT USAGE ON SCHEMA agent_memory TO agent_memory_worker;
 GRANT SELECT, INSERT, UPDATE, DELETE ON agent_memory.memories, agent_memory.runs, agent_memory.maintenance_state
     TO agent_memory_worker;
-GRANT SELECT, INSERT ON agent_memory.embedding_models TO agent_memory_worker;
-GRANT SELECT ON agent_memory.predicates, agent_memory.lock_salt TO agent_memory_worker;
+GRANT SELECT ON agent_memory.embedding_models TO agent_memory_worker;
+GRANT EXECUTE ON FUNCTION agent_memory.register_model(text, integer) TO agent_memory_worker;
+GRANT SELECT ON agent_memory.predicates TO agent_memory_worker;
 -- (FOR UPDATE SKIP LOCKED, used to delete old turns in batches, needs UPDATE.)
 GRANT SELECT, UPDATE, DELETE ON agent_memory.turns TO agent_memory_worker;
 GRANT SELECT, INSERT, DELETE ON agent_memory.memory_packs, agent_memory.memory_pack_users, agent_memory.memory_pack_stale

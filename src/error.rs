@@ -42,6 +42,20 @@ impl MemoryError {
     }
 
     /// 22000: the data does not fit together (for example vectors of different dimensions).
+    /// Metadata that is not a JSON object (22023): consumers read it as one.
+    pub fn metadata_not_object(value: &serde_json::Value) -> Self {
+        let kind = match value {
+            serde_json::Value::Null => "null",
+            serde_json::Value::Bool(_) => "a boolean",
+            serde_json::Value::Number(_) => "a number",
+            serde_json::Value::String(_) => "a string",
+            serde_json::Value::Array(_) => "an array",
+            serde_json::Value::Object(_) => "an object",
+        };
+        Self::invalid_parameter(format!("metadata must be a JSON object, not {kind}"))
+            .hint("Pass an object such as '{\"topic\": \"travel\"}' ('{}' for none); wrap a list or a value in an object.")
+    }
+
     pub fn data_exception(message: impl Into<String>) -> Self {
         Self::new(PgSqlErrorCode::ERRCODE_DATA_EXCEPTION, message)
     }

@@ -161,3 +161,25 @@ pub fn exit_process(code: i32) -> ! {
     // SAFETY: proc_exit runs the exit callbacks and does not return.
     unsafe { pg_sys::proc_exit(code) }
 }
+
+/// Runs `f` with the rights of the role `owner` (the extension's owner), as a `SECURITY DEFINER`
+/// function would: what `f` runs through SPI is checked against that role, and the caller's role
+/// is back when `f` returns or unwinds (an error also restores it when its transaction or
+/// subtransaction aborts, as for any `SECURITY DEFINER` function). Used only to read the
+/// extension's secrets (`agent_memory.lock_salt`), which no application role may read.
+pub fn with_rights_of<T>(owner: pg_sys::Oid, f: impl FnOnce() -> T) -> T {
+    struct Restore(pg_sys::Oid, i32);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            // SAFETY: puts back the user id and security context read below.
+            unsafe { pg_sys::SetUserIdAndSecContext(self.0, self.1) }
+        }
+    }
+    let (mut user, mut context) = (pg_sys::Oid::INVALID, 0i32);
+    // SAFETY: reads the current user id and security context into the two out-parameters.
+    unsafe { pg_sys::GetUserIdAndSecContext(&mut user, &mut context) };
+    let _restore = Restore(user, context);
+    // SAFETY: the same switch fmgr_security_definer makes for a SECURITY DEFINER function.
+    unsafe { pg_sys::SetUserIdAndSecContext(owner, context | pg_sys::SECURITY_LOCAL_USERID_CHANGE as i32) };
+    f()
+}

@@ -625,6 +625,11 @@ const PACKS_PER_PASS: i64 = 500;
 /// transaction of its own.
 fn run_pack_pass(role: &str) {
     let started = Instant::now();
+    match in_transaction_as(role, crate::api::pack::sweep) {
+        Ok(0) => {}
+        Ok(n) => log!("agent_memory: pack pass dropped {n} packed row(s) of users that have none"),
+        Err(e) => warning!("agent_memory: sweeping orphaned packs failed: {}", e.message),
+    }
     let due = match in_transaction_as(role, |c| crate::api::pack::due(c, PACKS_PER_PASS)) {
         Ok(d) => d,
         Err(e) => {

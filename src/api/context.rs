@@ -43,7 +43,9 @@ thread_local! {
     static COUNTS: RefCell<HashMap<(u8, u64), u32>> = RefCell::new(HashMap::new());
 }
 
-fn tokens(tokenizer: Tokenizer, text: &str) -> usize {
+/// Tokens of `text`, or a number above `cap` once counting passed it (a text longer than the
+/// whole budget is left out, so it is never counted to its end).
+fn tokens(tokenizer: Tokenizer, text: &str, cap: usize) -> usize {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
     text.hash(&mut h);
@@ -51,7 +53,10 @@ fn tokens(tokenizer: Tokenizer, text: &str) -> usize {
     if let Some(n) = COUNTS.with(|c| c.borrow().get(&key).copied()) {
         return n as usize;
     }
-    let n = tokenizer.count(text);
+    let (n, exact) = tokenizer.count_up_to(text, cap);
+    if !exact {
+        return n;
+    }
     COUNTS.with(|c| {
         let mut c = c.borrow_mut();
         if c.len() >= CACHE_LIMIT {
@@ -236,7 +241,7 @@ pub fn context(
     let count = |rows: &mut Vec<ContextRow>| -> Vec<Item> {
         rows.iter_mut()
             .map(|r| {
-                let n = tokens(tokenizer, &r.content);
+                let n = tokens(tokenizer, &r.content, (budget - system) as usize);
                 r.tokens = n.min(i32::MAX as usize) as i32;
                 Item { tokens: n }
             })

@@ -481,12 +481,11 @@ fn purge<D: Driver>(d: &mut D, dry_run: bool, batch: i64) -> Result<i64> {
 /// One batch of the purge of retired memories: the users' pack locks first, then the deletes,
 /// which mark what a pack may hold.
 fn purge_batch(c: &mut pgrx::spi::SpiClient<'_>, batch: i64, minutes: i32) -> Result<i64> {
-    let (users, models): (Option<Vec<String>>, Option<Vec<String>>) = c
-        .select(PURGE_LOCK_USERS, None, &[batch.into(), minutes.into()])
-        .map_err(spi("locking the packs of the purged users"))?
-        .first()
-        .get_two()
-        .map_err(spi("locking the packs of the purged users"))?;
+    let (users, models): (Option<Vec<String>>, Option<Vec<String>>) =
+        crate::locks::with_secret(c, PURGE_LOCK_USERS, &[batch.into(), minutes.into()])?
+            .first()
+            .get_two()
+            .map_err(spi("locking the packs of the purged users"))?;
     let (Some(users), Some(models)) = (users, models) else { return Ok(0) };
     let _marked = crate::api::pack::MarkingOwnWrites::start();
     count(c, PURGE_BATCH, &[batch.into(), minutes.into(), users.into(), models.into()], "purging retired memories")

@@ -427,7 +427,9 @@ pub fn build(client: &mut SpiClient<'_>, user: &str, model: &str) -> Result<i64>
         )
         .hint("Call memory_pack outside an explicit REPEATABLE READ or SERIALIZABLE transaction."));
     }
-    client.select(crate::locks::LOCK_PACK, None, &[format!("{user}/{model}").into()]).map_err(spi("locking the user's packs"))?;
+    // The user's erasure lock (shared) first: an erasure waits for this rebuild and then drops
+    // what it wrote, and a rebuild that waited for an erasure finds nothing left to pack.
+    crate::locks::pack(client, user, model)?;
     client.update(DROP_PACKS, None, &[user.into(), model.into()]).map_err(spi("dropping the old packs"))?;
     let budget = payload_budget(user, model);
     let mut out = PackRows::default();
@@ -557,6 +559,25 @@ SELECT p.user_id, p.embedding_model FROM p \
  WHERE NOT EXISTS (SELECT 1 FROM agent_memory.memories m \
                     WHERE m.user_id = p.user_id AND m.embedding_model = p.embedding_model AND m.active) \
 ORDER BY 1, 2 LIMIT $2";
+
+/// Derived rows that no user has any more: packs with no `memory_pack_users` row (a rebuild
+/// writes both in one transaction, so a pack without one belongs to nobody), and stale marks of a
+/// user with no memory left.
+const SWEEP: &str = "\
+WITH p AS (DELETE FROM agent_memory.memory_packs p \
+            WHERE NOT EXISTS (SELECT 1 FROM agent_memory.memory_pack_users u \
+                               WHERE u.user_id = p.user_id AND u.embedding_model = p.embedding_model) RETURNING 1), \
+     s AS (DELETE FROM agent_memory.memory_pack_stale s \
+            WHERE NOT EXISTS (SELECT 1 FROM agent_memory.memories m WHERE m.user_id = s.user_id) RETURNING 1) \
+SELECT (SELECT count(*) FROM p) + (SELECT count(*) FROM s)";
+
+/// Drops the derived rows whose user has none (the worker's pack pass runs this first); returns
+/// how many went.
+pub fn sweep(client: &mut SpiClient<'_>) -> Result<i64> {
+    let n: Option<i64> = crate::error::first_value(crate::plans::write(client, SWEEP, &[]).map_err(spi("sweeping orphaned packs"))?)
+        .map_err(spi("sweeping orphaned packs"))?;
+    Ok(n.unwrap_or(0))
+}
 
 /// The (user, model) pairs the worker should pack now, at most `limit`.
 pub fn due(client: &mut SpiClient<'_>, limit: i64) -> Result<Vec<(String, String)>> {

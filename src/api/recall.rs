@@ -54,19 +54,47 @@ pub fn lineage(client: &mut pgrx::spi::SpiClient<'_>, user: &str, task: &str) ->
     Ok(tasks.unwrap_or_default().into_iter().flatten().collect())
 }
 
-const SEES_EVERY_USER: &str = "SELECT agent_memory.sees_every_user()";
+/// The rule of the row-level policies (sql/access.sql): the session works for the user and the
+/// role may name it (`agent_memory.session_user_id()`, which applies the role's bindings), or the
+/// role sees every user.
+const SEES_USER: &str =
+    "SELECT coalesce(agent_memory.session_user_id() OPERATOR(pg_catalog.=) $1, false) OR agent_memory.sees_every_user()";
 
 /// Whether the current role may see `user`'s memories: the session works for that user
-/// (`agent_memory.user_id`), or the role sees every user (a superuser, an admin, a worker).
+/// (`agent_memory.user_id`) and the role may name it (`agent_memory.role_users`), or the role
+/// sees every user (a superuser, an admin, a worker).
 pub fn sees_user(client: &mut pgrx::spi::SpiClient<'_>, user: &str) -> Result<bool> {
-    // A superuser always sees every row, so most calls need no query here.
-    if gucs::session_user().as_deref() == Some(user) || crate::pg::is_superuser() {
+    // A superuser always sees every row, so its calls need no query here.
+    if crate::pg::is_superuser() {
+        return Ok(true);
+    }
+    let sees: Option<bool> =
+        crate::error::first_value(crate::plans::read(client, SEES_USER, &[user.into()]).map_err(spi("checking the role's rights"))?)
+            .map_err(spi("checking the role's rights"))?;
+    Ok(sees == Some(true))
+}
+
+const SEES_EVERY_USER: &str = "SELECT agent_memory.sees_every_user()";
+
+/// Whether the current role sees every user (a superuser, an admin, a worker).
+pub fn sees_every_user(client: &mut pgrx::spi::SpiClient<'_>) -> Result<bool> {
+    if crate::pg::is_superuser() {
         return Ok(true);
     }
     let every: Option<bool> =
         crate::error::first_value(crate::plans::read(client, SEES_EVERY_USER, &[]).map_err(spi("checking the role's rights"))?)
             .map_err(spi("checking the role's rights"))?;
     Ok(every == Some(true))
+}
+
+/// The error of a write for a user the role may not name.
+pub fn not_your_user(user: &str) -> MemoryError {
+    MemoryError::new(
+        PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
+        format!("this session may not write the memories of user \"{user}\""),
+    )
+    .detail("A role without maintenance rights writes only for the user its session names in agent_memory.user_id, and a role bound to users (agent_memory.role_users) only for those.")
+    .hint("SET agent_memory.user_id to the user (SET LOCAL per transaction in a pool), or use a role bound to that user.")
 }
 
 /// Whether a memory (or turn) of `task` is visible to a call limited to `lineage`.

@@ -21,7 +21,7 @@ use serde::Deserialize;
 
 use crate::api::policy::check_kind;
 use crate::api::recall::{check_user, resolve_model};
-use crate::error::{spi, MemoryError, OrRaise, Result};
+use crate::error::{first_value, spi, MemoryError, OrRaise, Result};
 use crate::gucs;
 use crate::vector::{new_vector_array, HalfVec, IntoVectorDatum, Vector};
 
@@ -80,6 +80,9 @@ impl Fact {
         }
         if self.metadata.as_ref().is_some_and(json_has_nul) {
             return Err(nul_in("metadata"));
+        }
+        if let Some(m) = self.metadata.as_ref().filter(|m| !m.is_object()) {
+            return Err(MemoryError::metadata_not_object(m));
         }
         gucs::check_sizes(self.content.as_deref(), self.metadata.as_ref().map(|m| m.to_string().len()))
     }
@@ -166,11 +169,21 @@ const LOAD_PREDICATES: &str = "SELECT n.name, coalesce(p.alias_of, n.name), coal
        FROM unnest($1::text[]) AS n(name) \
        LEFT JOIN agent_memory.predicates p ON p.predicate = n.name \
        LEFT JOIN agent_memory.predicates c ON c.predicate = coalesce(p.alias_of, n.name)";
-/// Records a caller's cardinality for a predicate (for an alias, for its canonical name).
-const RECORD_PREDICATE: &str = "INSERT INTO agent_memory.predicates (predicate, cardinality) \
-     SELECT coalesce((SELECT p.alias_of FROM agent_memory.predicates p WHERE p.predicate = $1), $1), $2 \
-     ON CONFLICT (predicate) DO UPDATE SET cardinality = excluded.cardinality \
-      WHERE agent_memory.predicates.cardinality IS DISTINCT FROM excluded.cardinality";
+/// The position (from 1) of the first text that is not a `timestamptz`, NULL when all are.
+const FIRST_BAD_TIME: &str = "SELECT agent_memory.first_bad_time($1::text[])";
+/// A predicate's canonical name (its own, or the one it is an alias of) and that one's
+/// cardinality, NULL when nobody declared it.
+const PREDICATE_NOW: &str = "SELECT n.name, c.cardinality \
+       FROM (SELECT coalesce((SELECT p.alias_of FROM agent_memory.predicates p WHERE p.predicate = $1), $1) AS name) n \
+       LEFT JOIN agent_memory.predicates c ON c.predicate = n.name";
+/// Adds a predicate nobody declared yet, recording the user whose call declared it (erased with
+/// the user when nothing else needs it). A writer may add predicates, never change one.
+const ADD_PREDICATE: &str = "WITH n AS (INSERT INTO agent_memory.predicates (predicate, cardinality) VALUES ($1, $2) \
+                                 ON CONFLICT (predicate) DO NOTHING RETURNING predicate) \
+     INSERT INTO agent_memory.predicate_declarations (user_id, predicate) SELECT $3, n.predicate FROM n \
+     ON CONFLICT ON CONSTRAINT predicate_declarations_pkey DO NOTHING";
+/// An admin's change of a predicate's cardinality.
+const CHANGE_CARDINALITY: &str = "UPDATE agent_memory.predicates SET cardinality = $2 WHERE predicate = $1";
 const LOAD_KEYS: &str = "SELECT m.id, m.version, m.subject, m.predicate, m.object, m.kind = 'episodic', m.object_key \
        FROM agent_memory.memories m \
       WHERE m.user_id = $1 AND m.active AND m.subject IS NOT NULL AND m.predicate IS NOT NULL \
@@ -262,6 +275,9 @@ pub struct Reconciler<'a, 'c> {
     merge_similarity: f64,
     rows: HashMap<Slot, RowState>,
     by_key: HashMap<Key, Slot>,
+    /// Other active rows of a single-valued key than the one `by_key` holds: rows written while
+    /// the predicate was many-valued. The next fact of the key retires them.
+    strays: HashMap<Key, Vec<Slot>>,
     /// The many-valued predicates among the call's (canonical names).
     many: std::collections::HashSet<String>,
     by_content: HashMap<(String, bool), Slot>,
@@ -285,7 +301,7 @@ fn conflict() -> MemoryError {
 impl<'a, 'c> Reconciler<'a, 'c> {
     /// Locks the user and reads the model's dimension.
     pub fn new(client: &'a mut SpiClient<'c>, user: &str, model: &str) -> Result<Self> {
-        crate::plans::read(client, crate::locks::LOCK_USER, &[user.into()]).map_err(spi("locking the user"))?;
+        crate::locks::user(client, user)?;
         let dims = crate::catalog::model_dims(client, model)?;
         Ok(Reconciler {
             client,
@@ -296,6 +312,7 @@ impl<'a, 'c> Reconciler<'a, 'c> {
             merge_similarity: gucs::merge_similarity(),
             rows: HashMap::new(),
             by_key: HashMap::new(),
+            strays: HashMap::new(),
             many: std::collections::HashSet::new(),
             by_content: HashMap::new(),
             known: None,
@@ -334,7 +351,13 @@ impl<'a, 'c> Reconciler<'a, 'c> {
             return;
         }
         if let Some(k) = &state.key {
-            self.by_key.entry(k.clone()).or_insert(slot);
+            match self.by_key.get(k) {
+                Some(&held) if held != slot => self.strays.entry(k.clone()).or_default().push(slot),
+                Some(_) => {}
+                None => {
+                    self.by_key.insert(k.clone(), slot);
+                }
+            }
         }
         if let Some(c) = &state.content {
             self.by_content.entry(c.clone()).or_insert(slot);
@@ -349,6 +372,68 @@ impl<'a, 'c> Reconciler<'a, 'c> {
         (subject.to_string(), predicate.to_string(), value)
     }
 
+    /// The key of a stored fact: its value is part of it only while its predicate is
+    /// many-valued, so the rows of a predicate made single-valued since share one key.
+    fn row_key(&self, subject: String, predicate: String, object_key: Option<String>) -> Key {
+        let value = if self.many.contains(&predicate) { object_key } else { None };
+        (subject, predicate, value)
+    }
+
+    /// Retires the other active rows of a single-valued key once a fact of it is decided: one
+    /// active value per key, whatever the predicate's cardinality was when they were written.
+    fn retire_strays(&mut self, fact: &Fact, pending: &Pending) {
+        let (Some(subject), Some(predicate)) = (&fact.subject, &fact.predicate) else { return };
+        if self.many.contains(predicate) {
+            return;
+        }
+        let key = self.key_of(subject, predicate, fact.object.as_deref());
+        let Some(strays) = self.strays.remove(&key) else { return };
+        let (reason, by) = match pending.action {
+            Action::Delete => ("deleted", None),
+            _ => ("superseded", pending.memory),
+        };
+        for s in strays {
+            if Some(s) != pending.memory && self.rows.get(&s).is_some_and(|r| r.active) {
+                self.retire_slot(s, reason, by);
+            }
+        }
+    }
+
+    /// Records a caller's cardinality for a predicate (for an alias, for its canonical name): a
+    /// new predicate is added; an existing one of another cardinality is changed only by a role
+    /// that sees every user (an admin), since the registry is shared by every tenant.
+    fn record_cardinality(&mut self, predicate: &str, cardinality: &str) -> Result<()> {
+        let e = spi("reading the predicate");
+        let (name, now): (Option<String>, Option<String>) =
+            crate::plans::read(self.client, PREDICATE_NOW, &[predicate.into()]).map_err(&e)?.first().get_two().map_err(&e)?;
+        let name = name.unwrap_or_else(|| predicate.to_string());
+        match now.as_deref() {
+            Some(c) if c == cardinality => Ok(()),
+            None => {
+                crate::plans::write(self.client, ADD_PREDICATE, &[name.into(), cardinality.into(), self.user.clone().into()])
+                    .map_err(spi("recording the predicate"))?;
+                Ok(())
+            }
+            Some(c) => {
+                if !crate::api::recall::sees_every_user(self.client)? {
+                    return Err(MemoryError::new(
+                        PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
+                        format!("predicate \"{name}\" has cardinality '{c}', and only an admin may change it to '{cardinality}'"),
+                    )
+                    .detail(
+                        "The predicates are shared by every user and tenant: a change of one changes how everyone's facts are reconciled.",
+                    )
+                    .hint(format!(
+                        "Reconcile without cardinality to use \"{name}\" as it is, or ask an agent_memory admin to change it."
+                    )));
+                }
+                crate::plans::write(self.client, CHANGE_CARDINALITY, &[name.into(), cardinality.into()])
+                    .map_err(spi("changing the predicate's cardinality"))?;
+                Ok(())
+            }
+        }
+    }
+
     /// Reads the predicates of the call (recording a caller's cardinality first), and rewrites
     /// each fact's predicate to its canonical name.
     fn predicates(&mut self, facts: &mut [Fact]) -> Result<()> {
@@ -358,8 +443,7 @@ impl<'a, 'c> Reconciler<'a, 'c> {
                     return Err(MemoryError::invalid_parameter(format!("cardinality must be 'one' or 'many', not \"{c}\""))
                         .hint("'one': a new object supersedes the old (editor, city); 'many': each object is a fact of its own (likes, children)."));
                 }
-                crate::plans::write(self.client, RECORD_PREDICATE, &[p.clone().into(), c.clone().into()])
-                    .map_err(spi("recording the predicate"))?;
+                self.record_cardinality(p, c)?;
             } else if f.cardinality.is_some() {
                 return Err(MemoryError::invalid_parameter("cardinality needs a predicate")
                     .hint("Pass cardinality with a structured fact (subject, predicate, object)."));
@@ -410,7 +494,7 @@ impl<'a, 'c> Reconciler<'a, 'c> {
                 let state = RowState {
                     version: r.get(2).map_err(spi("reading version"))?.ok_or_else(|| MemoryError::not_null_column("version"))?,
                     active: true,
-                    key: Some((subject, predicate, r.get::<String>(7).map_err(spi("reading object_key"))?)),
+                    key: Some(self.row_key(subject, predicate, r.get::<String>(7).map_err(spi("reading object_key"))?)),
                     content: None,
                     object: r.get(5).map_err(spi("reading object"))?,
                 };
@@ -452,7 +536,7 @@ impl<'a, 'c> Reconciler<'a, 'c> {
                 let state = RowState {
                     version: r.get(2).map_err(spi("reading version"))?.ok_or_else(|| MemoryError::not_null_column("version"))?,
                     active: r.get(3).map_err(spi("reading active"))?.ok_or_else(|| MemoryError::not_null_column("active"))?,
-                    key: subject.zip(predicate).map(|(s, p)| (s, p, object_key)),
+                    key: subject.zip(predicate).map(|(s, p)| self.row_key(s, p, object_key)),
                     content: None,
                     object: r.get(7).map_err(spi("reading object"))?,
                 };
@@ -486,7 +570,7 @@ impl<'a, 'c> Reconciler<'a, 'c> {
                 let object_key: Option<String> = table.get(8).map_err(spi("reading object_key"))?;
                 let content: String =
                     table.get(9).map_err(spi("reading content"))?.ok_or_else(|| MemoryError::not_null_column("content"))?;
-                let key = subject.zip(predicate.clone()).map(|(s, p)| (s, p, object_key));
+                let key = subject.zip(predicate.clone()).map(|(s, p)| self.row_key(s, p, object_key));
                 found.push((id, RowState { version, active: true, key, content: None, object }));
                 existing.push(KnownRow { slot: Slot::Existing(id), episodic, unit, content, predicate });
             }
@@ -756,7 +840,7 @@ impl<'a, 'c> Reconciler<'a, 'c> {
         };
         let need_content =
             || MemoryError::null_value("content must not be NULL").hint("Pass the memory as text, as it is given to the model.");
-        Ok(match decide(structured, fact.object.as_deref(), fact.negate, m) {
+        let pending = match decide(structured, fact.object.as_deref(), fact.negate, m) {
             Decision::Add => {
                 let u = unit.ok_or_else(need_emb)?;
                 fact.content.as_ref().ok_or_else(need_content)?;
@@ -787,7 +871,11 @@ impl<'a, 'c> Reconciler<'a, 'c> {
                 (Some(s), Some(_)) => Pending { action: Action::None, memory: Some(s), previous: None, version: self.version_now(s) },
                 _ => Pending { action: Action::None, memory: None, previous: None, version: VersionOf::Null },
             },
-        })
+        };
+        if structured {
+            self.retire_strays(fact, &pending);
+        }
+        Ok(pending)
     }
 
     /// Applies an action the caller decided, as a conditional update of `target_id` at
@@ -956,8 +1044,36 @@ impl<'a, 'c> Reconciler<'a, 'c> {
         Ok((ids, versions))
     }
 
+    /// Checks every fact's `expires_at` and `valid_until` before anything is decided, whatever
+    /// the fact turns out to be (a restatement applies them too, a duplicate of the call ignores
+    /// them): a bad time fails the call, naming the fact.
+    fn check_times(&mut self, facts: &[Fact]) -> Result<()> {
+        let times: Vec<(usize, &'static str, &String)> = facts
+            .iter()
+            .enumerate()
+            .flat_map(|(i, f)| [(i, "expires_at", &f.expires_at), (i, "valid_until", &f.valid_until)])
+            .filter_map(|(i, name, t)| t.as_ref().map(|t| (i, name, t)))
+            .collect();
+        if times.is_empty() {
+            return Ok(());
+        }
+        let texts: Vec<Option<String>> = times.iter().map(|t| Some(t.2.clone())).collect();
+        let bad: Option<i32> =
+            first_value(crate::plans::read(self.client, FIRST_BAD_TIME, &[texts.into()]).map_err(spi("checking the facts' times"))?)
+                .map_err(spi("checking the facts' times"))?;
+        match bad.and_then(|b| times.get((b as usize).wrapping_sub(1))) {
+            None => Ok(()),
+            Some((i, name, text)) => Err(MemoryError::new(
+                PgSqlErrorCode::ERRCODE_INVALID_DATETIME_FORMAT,
+                format!("fact {}: {name} is not a time: \"{text}\"", i + 1),
+            )
+            .hint("Pass a time as timestamptz reads it, such as '2027-01-31 12:00+00', 'tomorrow' or 'infinity'; leave it out for the default.")),
+        }
+    }
+
     /// Reconciles `facts` in order; returns one outcome per fact.
     pub fn reconcile(&mut self, facts: &[Fact]) -> Result<Vec<Outcome>> {
+        self.check_times(facts)?;
         let mut owned: Vec<Fact> = facts.to_vec();
         self.predicates(&mut owned)?;
         let facts = &owned[..];

@@ -30,6 +30,9 @@ fn record(
         return Err(MemoryError::invalid_parameter(format!("unknown role \"{role}\"")).hint("Use one of: system, user, assistant, tool."));
     }
     let content = content.ok_or_else(|| MemoryError::null_value("content must not be NULL").hint("Pass the text of the turn."))?;
+    if let Some(m) = metadata.as_ref().filter(|m| !m.0.is_object()) {
+        return Err(MemoryError::metadata_not_object(&m.0));
+    }
     crate::gucs::check_sizes(Some(content), metadata.as_ref().map(|m| m.0.to_string().len()))?;
     let args = [
         user.into(),
@@ -43,7 +46,7 @@ fn record(
     Spi::connect_mut(|c| {
         crate::version::require_current_schema(c)?;
         // The user's lock, as reconcile and erasure take it: a turn never races an erasure.
-        crate::plans::read(c, crate::locks::LOCK_USER, &[user.into()]).map_err(spi("locking the user"))?;
+        crate::locks::user(c, user)?;
         crate::plans::write(c, INSERT, &args)
             .map_err(spi("recording the turn"))?
             .first()

@@ -39,6 +39,9 @@ pub fn update(id: Option<i64>, expected_version: Option<i32>, c: Changes) -> Res
         MemoryError::null_value("expected_version must not be NULL")
             .hint("Pass the version you read; the update applies only if nobody changed the memory since.")
     })?;
+    if let Some(m) = c.metadata.as_ref().filter(|m| !m.0.is_object()) {
+        return Err(MemoryError::metadata_not_object(&m.0));
+    }
     crate::gucs::check_sizes(c.content.as_deref(), c.metadata.as_ref().map(|m| m.0.to_string().len()))?;
     if let Some(i) = c.importance {
         if !(0.0..=1.0).contains(&i) {

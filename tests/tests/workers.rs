@@ -25,7 +25,16 @@ fn configure(c: &mut Client, settings: &[(&str, &str)]) {
 }
 
 fn reset_settings(c: &mut Client) {
-    for name in ["forget_interval", "consolidate_interval", "workers_enabled", "capacity", "batch_size", "batch_pause", "forget_helper"] {
+    for name in [
+        "forget_interval",
+        "consolidate_interval",
+        "workers_enabled",
+        "capacity",
+        "batch_size",
+        "batch_pause",
+        "forget_helper",
+        "pack_interval",
+    ] {
         c.batch_execute(&format!("ALTER SYSTEM RESET agent_memory.{name}")).unwrap();
     }
     c.batch_execute("SELECT pg_reload_conf()").unwrap();
@@ -587,4 +596,71 @@ fn pg_stat_activity_shows_what_the_worker_and_its_helper_run() {
     // Once the pass is over, the worker shows as idle again.
     wait_for("the worker to be idle after its pass", Duration::from_secs(30), || worker_idle(&mut c));
     reset_settings(&mut c);
+}
+
+#[test]
+fn the_pack_pass_sweeps_packs_whose_user_has_none() {
+    let mut c = worker_db();
+    let mut rng = Rng(77);
+    for user in ["sweep-gone", "sweep-kept"] {
+        for i in 0..200 {
+            c.execute(
+                "INSERT INTO agent_memory.memories (user_id, content, emb, embedding_model) VALUES ($1, $2, $3, 'sweep8')",
+                &[&user, &format!("note {i}"), &Vector::from(rng.vector(8))],
+            )
+            .unwrap();
+        }
+        c.query_one("SELECT agent_memory.memory_pack($1)", &[&user]).unwrap();
+    }
+    // What an erasure that raced a rebuild left before 0.6.0: packs whose user has no
+    // memory_pack_users row and no memory.
+    c.batch_execute(
+        "DELETE FROM agent_memory.memory_pack_users WHERE user_id = 'sweep-gone';
+         SET session_replication_role = replica; -- the delete triggers would mark every row stale
+         DELETE FROM agent_memory.memories WHERE user_id = 'sweep-gone';
+         RESET session_replication_role;
+         INSERT INTO agent_memory.memory_pack_stale VALUES ('sweep-gone', 'sweep8', 1);",
+    )
+    .unwrap();
+    let left = |c: &mut Client, user: &str| -> i64 {
+        c.query_one(
+            "SELECT (SELECT count(*) FROM agent_memory.memory_packs WHERE user_id = $1) \
+                  + (SELECT count(*) FROM agent_memory.memory_pack_stale WHERE user_id = $1)",
+            &[&user],
+        )
+        .unwrap()
+        .get(0)
+    };
+    assert!(left(&mut c, "sweep-gone") > 1);
+    let kept = left(&mut c, "sweep-kept");
+    configure(&mut c, &[("pack_interval", "1")]);
+    wait_for("the pack pass to sweep the orphaned packs", Duration::from_secs(30), || left(&mut c, "sweep-gone") == 0);
+    reset_settings(&mut c);
+    assert_eq!(left(&mut c, "sweep-kept"), kept, "the packs of a user with memories stay");
+}
+
+#[test]
+fn a_crashed_backend_restarts_the_server_with_its_worker() {
+    let mut c = worker_db();
+    let before = {
+        wait_for("the worker", Duration::from_secs(30), || worker_pid(&mut c).is_some());
+        worker_pid(&mut c).unwrap()
+    };
+    let mut victim = connect(DB);
+    let pid: i32 = victim.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
+    let status = std::process::Command::new("kill").args(["-SEGV", &pid.to_string()]).status().unwrap();
+    assert!(status.success(), "kill -SEGV {pid}");
+    drop(victim);
+    drop(c);
+    let mut c = reconnect_after_crash(DB, pid, Duration::from_secs(60));
+    wait_for("the worker after the restart", Duration::from_secs(60), || worker_pid(&mut c).is_some_and(|p| p != before));
+    // The restarted server works: a write and a recall of the library preloaded before the crash.
+    let q = Vector::from(vec![0.1f32; 8]);
+    c.query(
+        "SELECT * FROM agent_memory.memory_reconcile('crash-user', NULL, NULL, NULL, 'after the crash', $1::vector, model => 'crash8')",
+        &[&q],
+    )
+    .unwrap();
+    let n = c.query("SELECT id FROM agent_memory.memory_recall('crash-user', $1::vector, 5, model => 'crash8')", &[&q]).unwrap().len();
+    assert_eq!(n, 1);
 }

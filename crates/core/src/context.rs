@@ -65,6 +65,46 @@ impl Tokenizer {
     }
 }
 
+/// Texts up to this many bytes are counted whole; longer ones piece by piece.
+const PIECE_BYTES: usize = 8192;
+
+/// Where a long text is cut into pieces that count as the whole does: before a space that ends a
+/// word, where both tokenizers' own pre-splitting starts a new piece anyway (a BPE piece is " word",
+/// an approximate one a run between blanks).
+fn cut_before(text: &str, at: usize) -> usize {
+    let bytes = text.as_bytes();
+    let mut i = at.min(bytes.len());
+    while i < bytes.len() {
+        if bytes[i] == b' ' && i > 0 && !bytes[i - 1].is_ascii_whitespace() && bytes.get(i + 1).is_some_and(|b| !b.is_ascii_whitespace()) {
+            return i;
+        }
+        i += 1;
+    }
+    bytes.len()
+}
+
+impl Tokenizer {
+    /// Tokens of `text` when at most `cap`; otherwise some number above `cap` (counting stops
+    /// once a long text is past it, so a huge memory costs no more than the budget it cannot
+    /// fit), and `false` for "not exact".
+    pub fn count_up_to(self, text: &str, cap: usize) -> (usize, bool) {
+        if text.len() <= PIECE_BYTES {
+            return (self.count(text), true);
+        }
+        let mut n = 0usize;
+        let mut start = 0usize;
+        while start < text.len() {
+            let end = cut_before(text, start + PIECE_BYTES);
+            n += self.count(&text[start..end]);
+            start = end;
+            if n > cap && start < text.len() {
+                return (n, false);
+            }
+        }
+        (n, true)
+    }
+}
+
 /// One candidate for the prompt.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Item {
@@ -134,6 +174,24 @@ mod tests {
 
     fn items(v: &[usize]) -> Vec<Item> {
         v.iter().map(|&t| Item { tokens: t }).collect()
+    }
+
+    #[test]
+    fn a_long_text_counts_piece_by_piece_as_it_counts_whole_and_stops_past_the_cap() {
+        let mut text = String::new();
+        for i in 0..6000 {
+            text.push_str(&format!("word{i} 東京 is-a hyphen, {i}.  spaced\nline "));
+        }
+        assert!(text.len() > 20 * PIECE_BYTES);
+        for t in [Tokenizer::Cl100k, Tokenizer::O200k, Tokenizer::Approximate] {
+            let whole = t.count(&text);
+            assert_eq!(t.count_up_to(&text, usize::MAX), (whole, true), "{t:?}");
+            assert_eq!(t.count_up_to(&text, whole), (whole, true), "{t:?}");
+            let (n, exact) = t.count_up_to(&text, 100);
+            assert!(!exact && n > 100 && n < whole / 4, "{t:?}: {n} of {whole}");
+            let short = "Prefers neovim as editor";
+            assert_eq!(t.count_up_to(short, 1), (t.count(short), true));
+        }
     }
 
     #[test]
