@@ -8,6 +8,8 @@
 #   5. out-of-process tests: real clients over a socket (tests/)
 #   6. the upgrade path from the oldest shipped version (tests/upgrade.sh)
 #   7. a new cluster whose worker database does not exist yet (tests/new_cluster.sh)
+#   8. a server beside the tests (tests/bystander.sh): started with the library preloaded before
+#      the other tiers, it must keep serving, uncrashed, while they (and scripts/package.sh) install
 # Exits non-zero when any tier fails.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -18,7 +20,7 @@ PORT="${AGENT_MEMORY_TEST_PORT:-28836}"
 FAILED=()
 PASSED=()
 # AGENT_MEMORY_TIERS="regress standby" runs only the named tiers (unit_tests, pg_tests, regress,
-# standby, out_of_process, upgrade, new_cluster, lint); unset, all of them.
+# standby, out_of_process, upgrade, new_cluster, lint, bystander); unset, all of them.
 wanted() { [ -z "${AGENT_MEMORY_TIERS:-}" ] || [[ " $AGENT_MEMORY_TIERS " == *" $1 "* ]]; }
 tier() {  # tier NAME COMMAND...: runs one tier and records the outcome
   local name="$1"; shift
@@ -42,13 +44,19 @@ lint() {
 
 unit_tests() { cargo test -p agent_memory_core; }
 
+# cargo pgrx test installs its build with `sudo cp`, in place; scripts/pgrx-install/sudo makes that
+# a rename, so a server running beside the tests (the demo's) keeps the library it loaded.
 pg_tests() {
   local data; data="$(server_dir pgrx-test)/data"
-  cargo pgrx test "pg$MAJOR" --no-default-features --runas "$(server_user)" --pgdata "$data"
+  PATH="$ROOT/scripts/pgrx-install:$PATH" cargo pgrx test "pg$MAJOR" --no-default-features --runas "$(server_user)" --pgdata "$data"
 }
 
-DATA="" SOCK=""
-cleanup() { [ -n "$DATA" ] && stop_server "$DATA"; }
+DATA="" SOCK="" BYSTANDER=""
+cleanup() {
+  [ -n "$DATA" ] && stop_server "$DATA"
+  [ -n "$BYSTANDER" ] && stop_server "$BYSTANDER"
+  return 0
+}
 trap cleanup EXIT
 
 start_test_server() {
@@ -89,10 +97,18 @@ new_cluster() {
   bash "$ROOT/tests/new_cluster.sh"
 }
 
+bystander() {
+  bash "$ROOT/tests/bystander.sh" check
+}
+
 out_of_process() {
   AGENT_MEMORY_TEST_HOST="$SOCK" AGENT_MEMORY_TEST_PORT="$PORT" cargo test -p agent_memory_tests --no-fail-fast -- --test-threads=1
 }
 
+if wanted bystander; then
+  install_extension
+  if bash "$ROOT/tests/bystander.sh" start; then BYSTANDER="$(server_dir bystander)/data"; else FAILED+=("bystander (start)"); fi
+fi
 tier "lints (rustfmt, clippy, unsafe code)" lint
 tier "unit tests (cargo test)" unit_tests
 tier "pg_test (cargo pgrx test)" pg_tests
@@ -102,6 +118,7 @@ tier "standby (a streaming replica, psql)" standby
 tier "out-of-process tests (tests/)" out_of_process
 tier "upgrade from 0.1.0 (ALTER EXTENSION ... UPDATE, psql)" upgrade
 tier "new cluster (the workers' launcher, psql)" new_cluster
+[ -n "$BYSTANDER" ] && tier "a server beside the tests (tests/bystander.sh, psql)" bystander
 
 say "Summary"
 for t in "${PASSED[@]}"; do note "passed: $t"; done

@@ -261,6 +261,7 @@ ALTER TABLE agent_memory.lock_salt ADD COLUMN receipt_key bytea NOT NULL
                               || pg_catalog.md5(pg_catalog.gen_random_uuid()::text), 'hex');
 
 COMMENT ON TABLE agent_memory.lock_salt IS 'The extension''s secrets (one row): the seed of its advisory lock keys, and the key of the erasure receipts'' user hashes. Readable by the extension owner only.';
+REVOKE ALL ON agent_memory.lock_salt FROM PUBLIC;
 
 -- HMAC-SHA256 (RFC 2104) of a message under a key, hex-encoded.
 CREATE FUNCTION agent_memory.hmac_sha256(key bytea, message bytea) RETURNS text

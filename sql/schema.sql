@@ -628,6 +628,7 @@ CREATE UNIQUE INDEX lock_salt_one_row ON agent_memory.lock_salt ((true));
 INSERT INTO agent_memory.lock_salt (salt)
 SELECT ('x' || pg_catalog.substr(pg_catalog.md5(pg_catalog.gen_random_uuid()::text), 1, 16))::bit(64)::bigint;
 COMMENT ON TABLE agent_memory.lock_salt IS 'The extension''s secrets (one row): the seed of its advisory lock keys, and the key of the erasure receipts'' user hashes. Readable by the extension owner only.';
+REVOKE ALL ON agent_memory.lock_salt FROM PUBLIC;
 
 -- HMAC-SHA256 (RFC 2104) of a message under a key, hex-encoded.
 CREATE FUNCTION agent_memory.hmac_sha256(key bytea, message bytea) RETURNS text

@@ -161,7 +161,7 @@ SELECT agent_memory.memory_record_turn('erase-me', 's1', 'user', 'My secret is 1
 SELECT action FROM agent_memory.memory_reconcile('erase-me', 'user', 'secret', '1234', 'Secret is 1234', '[1,0,0,0]', model => 'hard4', task_id => 't1');
 SELECT action FROM agent_memory.memory_reconcile('erase-me', 'user', 'secret', '5678', 'Secret is 5678', '[1,0.1,0,0]', model => 'hard4');
 SELECT count(*) AS before_other_user FROM agent_memory.memories WHERE user_id = 'hard-user' \gset
-SELECT user_hash = encode(sha256('erase-me'::bytea), 'hex') AS hashed, memories, turns, tasks
+SELECT user_hash = agent_memory.erasure_hash('erase-me') AS hashed, memories, turns, tasks
   FROM agent_memory.memory_erase('erase-me');
 SELECT (SELECT count(*) FROM agent_memory.memories WHERE user_id = 'erase-me') AS memories_left,
        (SELECT count(*) FROM agent_memory.turns WHERE user_id = 'erase-me') AS turns_left,
@@ -176,7 +176,7 @@ SELECT * FROM agent_memory.memory_erase(NULL);
 -- security uses, and the condition of the delete trigger); grant_access gives a role one of three levels.
 SELECT count(*) AS public_execute FROM pg_proc p
  WHERE p.pronamespace = 'agent_memory'::regnamespace AND has_function_privilege('public', p.oid, 'EXECUTE')
-   AND p.proname NOT IN ('sees_every_user', 'pack_deletes_marked');
+   AND p.proname NOT IN ('sees_every_user', 'pack_deletes_marked', 'session_user_id');
 CREATE ROLE hardening_reader;
 CREATE ROLE hardening_writer;
 SELECT agent_memory.grant_access('hardening_reader', 'reader');

@@ -1,0 +1,194 @@
+//! agent_memory's text embedder: a BERT-family sentence model (all-MiniLM-L6-v2 and its kin)
+//! loaded from a folder of local files and run on the CPU with candle, computing what
+//! sentence-transformers computes: the tokenizer's word pieces truncated to the model's
+//! `max_seq_length`, the encoder, mean (or CLS) pooling over the real tokens, and L2
+//! normalisation. Nothing is ever downloaded: a missing or broken file is an error naming it.
+//!
+//! Free of PostgreSQL: the extension (`src/embedder.rs`) owns the models, the settings and the
+//! cancel checks; this crate only turns texts into vectors. Its threads never call back.
+
+use std::path::{Path, PathBuf};
+
+use candle_core::{DType, Device, Tensor};
+use candle_nn::VarBuilder;
+use candle_transformers::models::bert::{BertModel, Config};
+use tokenizers::Tokenizer;
+
+/// How token vectors become one sentence vector.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pooling {
+    /// The mean over the real (unpadded) tokens: all-MiniLM-L6-v2 and most sentence models.
+    Mean,
+    /// The first token's vector (`[CLS]`).
+    Cls,
+}
+
+impl std::str::FromStr for Pooling {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "mean" => Ok(Pooling::Mean),
+            "cls" => Ok(Pooling::Cls),
+            other => Err(format!("unknown pooling \"{other}\" (mean or cls)")),
+        }
+    }
+}
+
+/// What went wrong, with the file it concerns when there is one.
+#[derive(Debug)]
+pub enum EmbedError {
+    /// A file of the model is missing (the folder was not installed).
+    Missing(PathBuf),
+    /// A file is there but cannot be read as what it should be.
+    Broken(PathBuf, String),
+    /// The model ran and failed (shapes, memory).
+    Failed(String),
+}
+
+impl std::fmt::Display for EmbedError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            EmbedError::Missing(p) => write!(f, "{} does not exist", p.display()),
+            EmbedError::Broken(p, why) => write!(f, "{} cannot be read: {why}", p.display()),
+            EmbedError::Failed(why) => write!(f, "the model failed: {why}"),
+        }
+    }
+}
+
+impl std::error::Error for EmbedError {}
+
+fn failed(e: impl std::fmt::Display) -> EmbedError {
+    EmbedError::Failed(e.to_string())
+}
+
+/// How a model is to be run, besides its files.
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub pooling: Pooling,
+    /// Word pieces per text, `[CLS]` and `[SEP]` included; longer texts are cut (256 for
+    /// all-MiniLM-L6-v2, its `max_seq_length`).
+    pub max_tokens: usize,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options { pooling: Pooling::Mean, max_tokens: 256 }
+    }
+}
+
+/// A loaded sentence model.
+pub struct Model {
+    bert: BertModel,
+    tokenizer: Tokenizer,
+    options: Options,
+    dims: usize,
+    device: Device,
+}
+
+/// Texts run through the encoder together at most (sorted by length, so a batch pads little).
+pub const BATCH: usize = 32;
+
+fn file(dir: &Path, name: &str) -> Result<PathBuf, EmbedError> {
+    let p = dir.join(name);
+    if p.is_file() {
+        Ok(p)
+    } else {
+        Err(EmbedError::Missing(p))
+    }
+}
+
+impl Model {
+    /// Loads the model in `dir`: `config.json` (a BERT configuration), `tokenizer.json` and
+    /// `model.safetensors`. The tokenizer's own truncation and padding are replaced by
+    /// `options.max_tokens` and padding to the longest text of a batch, as sentence-transformers
+    /// does (the files of all-MiniLM-L6-v2 say 128 and a fixed 128).
+    pub fn load(dir: &Path, options: Options) -> Result<Model, EmbedError> {
+        let config_path = file(dir, "config.json")?;
+        let tokenizer_path = file(dir, "tokenizer.json")?;
+        let weights_path = file(dir, "model.safetensors")?;
+        let config: Config = serde_json::from_str(
+            &std::fs::read_to_string(&config_path).map_err(|e| EmbedError::Broken(config_path.clone(), e.to_string()))?,
+        )
+        .map_err(|e| EmbedError::Broken(config_path.clone(), e.to_string()))?;
+        let mut tokenizer = Tokenizer::from_file(&tokenizer_path).map_err(|e| EmbedError::Broken(tokenizer_path.clone(), e.to_string()))?;
+        let max = options.max_tokens.clamp(2, config.max_position_embeddings);
+        tokenizer
+            .with_truncation(Some(tokenizers::TruncationParams { max_length: max, ..Default::default() }))
+            .map_err(|e| EmbedError::Broken(tokenizer_path.clone(), e.to_string()))?;
+        tokenizer.with_padding(None);
+        let device = Device::Cpu;
+        let weights = std::fs::read(&weights_path).map_err(|e| EmbedError::Broken(weights_path.clone(), e.to_string()))?;
+        let vb = VarBuilder::from_buffered_safetensors(weights, DType::F32, &device)
+            .map_err(|e| EmbedError::Broken(weights_path.clone(), e.to_string()))?;
+        let bert = BertModel::load(vb, &config).map_err(|e| EmbedError::Broken(weights_path.clone(), e.to_string()))?;
+        Ok(Model { bert, tokenizer, options: Options { max_tokens: max, ..options }, dims: config.hidden_size, device })
+    }
+
+    /// The dimension of the vectors.
+    pub fn dims(&self) -> usize {
+        self.dims
+    }
+
+    /// Word pieces of `text` as the model sees it (after truncation), `[CLS]` and `[SEP]` included.
+    pub fn tokens(&self, text: &str) -> Result<usize, EmbedError> {
+        Ok(self.tokenizer.encode(text, true).map_err(failed)?.get_ids().len())
+    }
+
+    /// The unit-length embeddings of `texts`, in order. `between` runs between batches (the
+    /// extension checks for a cancel there) and may stop the call with an error of its own.
+    pub fn embed<E: From<EmbedError>>(&self, texts: &[&str], mut between: impl FnMut() -> Result<(), E>) -> Result<Vec<Vec<f32>>, E> {
+        let encodings = self.tokenizer.encode_batch(texts.to_vec(), true).map_err(failed)?;
+        let mut order: Vec<usize> = (0..texts.len()).collect();
+        order.sort_by_key(|&i| encodings[i].get_ids().len());
+        let mut out: Vec<Vec<f32>> = vec![Vec::new(); texts.len()];
+        for chunk in order.chunks(BATCH) {
+            between()?;
+            let vectors = self.run(chunk.iter().map(|&i| &encodings[i]).collect::<Vec<_>>().as_slice())?;
+            for (&i, v) in chunk.iter().zip(vectors) {
+                out[i] = v;
+            }
+        }
+        Ok(out)
+    }
+
+    /// One batch through the encoder, padded to its longest text.
+    fn run(&self, batch: &[&tokenizers::Encoding]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let len = batch.iter().map(|e| e.get_ids().len()).max().unwrap_or(0).max(1);
+        let n = batch.len();
+        let (mut ids, mut types, mut mask) = (vec![0u32; n * len], vec![0u32; n * len], vec![0u32; n * len]);
+        for (row, e) in batch.iter().enumerate() {
+            for (j, ((&id, &ty), &m)) in e.get_ids().iter().zip(e.get_type_ids()).zip(e.get_attention_mask()).enumerate() {
+                ids[row * len + j] = id;
+                types[row * len + j] = ty;
+                mask[row * len + j] = m;
+            }
+        }
+        let shape = (n, len);
+        let ids = Tensor::from_vec(ids, shape, &self.device).map_err(failed)?;
+        let types = Tensor::from_vec(types, shape, &self.device).map_err(failed)?;
+        let mask = Tensor::from_vec(mask, shape, &self.device).map_err(failed)?;
+        let hidden = self.bert.forward(&ids, &types, Some(&mask)).map_err(failed)?; // (n, len, dims)
+        let pooled = match self.options.pooling {
+            Pooling::Cls => hidden.narrow(1, 0, 1).and_then(|t| t.squeeze(1)).map_err(failed)?,
+            Pooling::Mean => {
+                let m = mask.to_dtype(DType::F32).and_then(|m| m.unsqueeze(2)).map_err(failed)?; // (n, len, 1)
+                let summed = hidden.broadcast_mul(&m).and_then(|t| t.sum(1)).map_err(failed)?; // (n, dims)
+                let counts = m.sum(1).and_then(|c| c.clamp(1e-9f32, f32::MAX)).map_err(failed)?; // (n, 1)
+                summed.broadcast_div(&counts).map_err(failed)?
+            }
+        };
+        let rows: Vec<Vec<f32>> = pooled.to_vec2::<f32>().map_err(failed)?;
+        Ok(rows.into_iter().map(normalized).collect())
+    }
+}
+
+/// `v` at unit length (a zero vector stays zero).
+fn normalized(mut v: Vec<f32>) -> Vec<f32> {
+    let norm = v.iter().map(|x| (*x as f64) * (*x as f64)).sum::<f64>().sqrt();
+    if norm > 0.0 {
+        for x in &mut v {
+            *x = (*x as f64 / norm) as f32;
+        }
+    }
+    v
+}
