@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Sets up what is missing, then runs every test tier of agent_memory:
 #   0. lints: rustfmt --check, clippy with warnings as errors, unsafe code only where allowed
-#   1. unit tests of the algorithms (cargo test, no server)
+#   1. unit tests of the algorithms and the embedder's parity with sentence-transformers (cargo test, no server)
 #   2. #[pg_test] tests inside a backend (cargo pgrx test)
 #   3. the pg_regress spec against a real server with the library preloaded
 #   4. a streaming standby of the test server (tests/standby.sh)
@@ -42,7 +42,9 @@ lint() {
     cargo clippy --workspace --all-targets --no-default-features --features "agent_memory/pg$MAJOR agent_memory/pg_test" -- -D warnings
 }
 
-unit_tests() { cargo test -p agent_memory_core; }
+# The embedder's tests run the real model (installed by setup) on every eval text: in release,
+# where it takes a minute instead of most of an hour.
+unit_tests() { cargo test -p agent_memory_core && cargo test --release -p agent_memory_embed; }
 
 # cargo pgrx test installs its build with `sudo cp`, in place; scripts/pgrx-install/sudo makes that
 # a rename, so a server running beside the tests (the demo's) keeps the library it loaded.
