@@ -5,6 +5,36 @@
 SELECT setseed(0.7) \g /dev/null
 
 \echo
+\echo '=== 0. Text in, memory out: an agent remembers and recalls with words alone ==='
+\echo 'The server embeds every text itself (all-MiniLM-L6-v2, in Rust, from local files: no network,'
+\echo 'no Python, no vector from the caller). Three sessions of one user, ada:'
+\echo
+\echo 'Session 1: ada says she uses vim, likes a dark theme, and wants answers short.'
+SELECT 'ada: "I use vim"' AS said, action FROM agent_memory.memory_reconcile('ada', 'ada', 'editor', 'vim', 'Uses vim as editor')
+UNION ALL
+SELECT 'ada: "I like a dark theme"', action FROM agent_memory.memory_reconcile('ada', 'ada', 'theme', 'dark', 'Likes a dark theme')
+UNION ALL
+SELECT 'ada: "keep answers short"', action FROM agent_memory.memory_reconcile('ada', NULL, NULL, NULL, 'Wants short answers, conclusion first')
+UNION ALL
+SELECT 'ada: "I moved to Lisbon in May"', action
+  FROM agent_memory.memory_reconcile('ada', NULL, NULL, NULL, 'Moved to Lisbon in May', kind => 'episodic');
+\echo 'Session 2: she switched to neovim (the vim fact is superseded), and no longer likes the dark theme.'
+SELECT 'ada: "I switched to neovim"' AS said, action FROM agent_memory.memory_reconcile('ada', 'ada', 'editor', 'neovim', 'Prefers neovim as editor')
+UNION ALL
+SELECT 'ada: "not dark anymore"', action
+  FROM agent_memory.memory_reconcile('ada', 'ada', 'theme', NULL, 'No longer likes a dark theme', negate => true);
+\echo 'Session 3: questions in plain words; the server embeds each and ranks its words too:'
+SELECT q.question, r.content AS "memory_recall(ada, question, 1)"
+  FROM (VALUES (1, 'which editor do I use?'), (2, 'where do I live now?'), (3, 'how should you answer me?')) q(n, question),
+       LATERAL agent_memory.memory_recall('ada', q.question, 1) r
+ ORDER BY q.n;
+\echo 'What the model''s prompt gets for "help me set up my editor" (memory_context, 200 tokens):'
+SELECT agent_memory.memory_record_turn('ada', 'session-3', 'user', 'help me set up my editor') IS NOT NULL AS turn_recorded \g /dev/null
+SELECT position, channel, content FROM agent_memory.memory_context('ada', 'session-3', 'help me set up my editor', token_budget => 200);
+\echo 'ada''s memories: the vim and dark-theme facts retired (kept, not deleted), three active.'
+SELECT content, active, retired_reason FROM agent_memory.memories WHERE user_id = 'ada' ORDER BY id;
+
+\echo
 \echo '=== 1. Fifty users, a thousand memories each, on the same twenty topics ==='
 \echo 'Every user talks about the same things, so their memories share one embedding space.'
 CREATE TEMP TABLE topics AS

@@ -566,3 +566,22 @@ BEGIN
     END LOOP;
 END
 $do$;
+
+-- Text in: the model the server embeds text with. A database that already wrote memories under
+-- the name all-MiniLM-L6-v2 (vectors made outside with the same model) keeps them, and its row
+-- gains the folder; one whose row says another dimension keeps its row as it was (text calls
+-- then need model => another model with a folder).
+ALTER TABLE agent_memory.embedding_models
+    ADD COLUMN folder text CHECK (folder <> ''),
+    ADD COLUMN pooling text NOT NULL DEFAULT 'mean' CHECK (pooling IN ('mean', 'cls')),
+    ADD COLUMN max_tokens integer NOT NULL DEFAULT 256 CHECK (max_tokens BETWEEN 2 AND 8192),
+    ADD COLUMN seeded boolean NOT NULL DEFAULT false;
+COMMENT ON TABLE agent_memory.embedding_models IS 'Embedding models in use and their dimension; a write or query of another dimension is an error. A model with a folder is one the server embeds text with (memory_embed, the text forms of recall, context and reconcile).';
+COMMENT ON COLUMN agent_memory.embedding_models.folder IS 'The folder of the model''s files (config.json, tokenizer.json, model.safetensors), relative to agent_memory.model_path unless absolute; NULL for a model whose vectors come from outside.';
+COMMENT ON COLUMN agent_memory.embedding_models.pooling IS 'How token vectors become the text''s vector: mean (over the real tokens) or cls.';
+COMMENT ON COLUMN agent_memory.embedding_models.max_tokens IS 'Word pieces the model reads per text ([CLS] and [SEP] included); a longer text is cut.';
+INSERT INTO agent_memory.embedding_models (name, dimensions, folder, pooling, max_tokens, seeded)
+VALUES ('all-MiniLM-L6-v2', 384, 'all-MiniLM-L6-v2', 'mean', 256, true)
+ON CONFLICT (name) DO UPDATE SET folder = excluded.folder, seeded = true
+ WHERE agent_memory.embedding_models.dimensions = 384 AND agent_memory.embedding_models.folder IS NULL;
+SELECT pg_catalog.pg_extension_config_dump('agent_memory.embedding_models', 'WHERE NOT seeded');

@@ -251,13 +251,25 @@ CREATE TRIGGER tasks_no_cycle BEFORE INSERT OR UPDATE OF parent_task_id ON agent
     FOR EACH ROW EXECUTE FUNCTION agent_memory.tasks_no_cycle();
 
 -- Every embedding model in use, with its dimension: one model, one dimension. Rows are added by
--- the first write of a model.
+-- the first write of a model. (0.6.0) A model the server embeds text with has a folder of its
+-- files (config.json, tokenizer.json, model.safetensors of a BERT-family sentence model),
+-- relative to agent_memory.model_path unless absolute, a pooling and the word pieces it reads
+-- per text; all-MiniLM-L6-v2 comes with the extension (scripts/setup.sh installs its files).
 CREATE TABLE agent_memory.embedding_models (
     name        text        PRIMARY KEY CHECK (name <> ''),
     dimensions  integer     NOT NULL CHECK (dimensions BETWEEN 1 AND 16000),
-    created_at  timestamptz NOT NULL DEFAULT now()
+    created_at  timestamptz NOT NULL DEFAULT now(),
+    folder      text        CHECK (folder <> ''),
+    pooling     text        NOT NULL DEFAULT 'mean' CHECK (pooling IN ('mean', 'cls')),
+    max_tokens  integer     NOT NULL DEFAULT 256 CHECK (max_tokens BETWEEN 2 AND 8192),
+    seeded      boolean     NOT NULL DEFAULT false
 );
-COMMENT ON TABLE agent_memory.embedding_models IS 'Embedding models in use and their dimension; a write or query of another dimension is an error.';
+COMMENT ON TABLE agent_memory.embedding_models IS 'Embedding models in use and their dimension; a write or query of another dimension is an error. A model with a folder is one the server embeds text with (memory_embed, the text forms of recall, context and reconcile).';
+COMMENT ON COLUMN agent_memory.embedding_models.folder IS 'The folder of the model''s files (config.json, tokenizer.json, model.safetensors), relative to agent_memory.model_path unless absolute; NULL for a model whose vectors come from outside.';
+COMMENT ON COLUMN agent_memory.embedding_models.pooling IS 'How token vectors become the text''s vector: mean (over the real tokens) or cls.';
+COMMENT ON COLUMN agent_memory.embedding_models.max_tokens IS 'Word pieces the model reads per text ([CLS] and [SEP] included); a longer text is cut.';
+INSERT INTO agent_memory.embedding_models (name, dimensions, folder, pooling, max_tokens, seeded)
+VALUES ('all-MiniLM-L6-v2', 384, 'all-MiniLM-L6-v2', 'mean', 256, true);
 
 -- (0.6.0) The one way a model is registered besides an admin's INSERT: the first write of a
 -- memory of the model (the write trigger calls this). Application roles cannot INSERT into
@@ -754,7 +766,8 @@ COMMENT ON FUNCTION agent_memory.memory_erase(text) IS
 -- that number them, so a restored database goes on numbering after its last id.
 SELECT pg_catalog.pg_extension_config_dump('agent_memory.memories', '');
 SELECT pg_catalog.pg_extension_config_dump('agent_memory.turns', '');
-SELECT pg_catalog.pg_extension_config_dump('agent_memory.embedding_models', '');
+-- The model that comes with the extension is made by CREATE EXTENSION; only those added later are dumped.
+SELECT pg_catalog.pg_extension_config_dump('agent_memory.embedding_models', 'WHERE NOT seeded');
 SELECT pg_catalog.pg_extension_config_dump('agent_memory.runs', '');
 SELECT pg_catalog.pg_extension_config_dump('agent_memory.maintenance_state', '');
 SELECT pg_catalog.pg_extension_config_dump('agent_memory.tasks', '');

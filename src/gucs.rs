@@ -62,6 +62,15 @@ static MAX_METADATA_BYTES: GucSetting<i32> = GucSetting::<i32>::new(64 * 1024);
 static MAX_BATCH_FACTS: GucSetting<i32> = GucSetting::<i32>::new(10_000);
 /// `agent_memory.default_model`: the embedding model of rows and queries that name none.
 static DEFAULT_MODEL: GucSetting<Option<std::ffi::CString>> = GucSetting::<Option<std::ffi::CString>>::new(Some(c"default"));
+/// `agent_memory.text_model`: the embedding model of text calls that name none (default
+/// all-MiniLM-L6-v2, computed by the server from its files).
+static TEXT_MODEL: GucSetting<Option<std::ffi::CString>> = GucSetting::<Option<std::ffi::CString>>::new(Some(c"all-MiniLM-L6-v2"));
+/// `agent_memory.model_path`: the folder of the models' folders (default empty: the server's
+/// share directory's `agent_memory/models`; superuser only).
+static MODEL_PATH: GucSetting<Option<std::ffi::CString>> = GucSetting::<Option<std::ffi::CString>>::new(None);
+/// `agent_memory.embed_threads`: threads a process's model runs on (default 1), read at the
+/// process's first embedding.
+static EMBED_THREADS: GucSetting<i32> = GucSetting::<i32>::new(1);
 /// `agent_memory.user_id`: the user the session works for; row-level security shows a role
 /// without maintenance rights only that user's rows (default empty: none).
 static SESSION_USER: GucSetting<Option<std::ffi::CString>> = GucSetting::<Option<std::ffi::CString>>::new(None);
@@ -326,6 +335,32 @@ pub fn init() {
         c"A query only meets memories of its own embedding model.",
         &DEFAULT_MODEL,
         GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_string_guc(
+        c"agent_memory.text_model",
+        c"Embedding model of text calls that name none (the server embeds the text with it).",
+        c"A model with a folder in agent_memory.embedding_models; vector calls use agent_memory.default_model.",
+        &TEXT_MODEL,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_string_guc(
+        c"agent_memory.model_path",
+        c"Folder holding the embedding models' folders; empty for the server's share directory's agent_memory/models.",
+        c"A model's folder in agent_memory.embedding_models is read relative to it, unless absolute. Nothing is ever downloaded.",
+        &MODEL_PATH,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"agent_memory.embed_threads",
+        c"Threads a server process runs an embedding model on.",
+        c"Read once per process, at its first embedding; each process that embeds holds its own copy of the model.",
+        &EMBED_THREADS,
+        1,
+        64,
+        GucContext::Suset,
         GucFlags::default(),
     );
     GucRegistry::define_float_guc(
@@ -671,6 +706,26 @@ pub fn default_model() -> String {
         .map(|s| s.trim().to_string())
         .filter(|s| !s.is_empty())
         .unwrap_or_else(|| "default".to_string())
+}
+
+/// The embedding model of text calls that name none.
+pub fn text_model() -> String {
+    TEXT_MODEL
+        .get()
+        .as_deref()
+        .map(CStr::to_string_lossy)
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "all-MiniLM-L6-v2".to_string())
+}
+
+/// The models' folder as set (`None`: the default under the share directory).
+pub fn model_path() -> Option<String> {
+    MODEL_PATH.get().as_deref().map(CStr::to_string_lossy).map(|s| s.trim().to_string()).filter(|s| !s.is_empty())
+}
+
+pub fn embed_threads() -> usize {
+    EMBED_THREADS.get().max(1) as usize
 }
 
 pub fn reconcile_similarity() -> f64 {

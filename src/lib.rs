@@ -21,6 +21,7 @@ use pgrx::prelude::*;
 
 pub mod api;
 pub mod catalog;
+pub mod embedder;
 pub mod error;
 pub mod gucs;
 pub mod json;

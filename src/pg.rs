@@ -183,3 +183,15 @@ pub fn with_rights_of<T>(owner: pg_sys::Oid, f: impl FnOnce() -> T) -> T {
     unsafe { pg_sys::SetUserIdAndSecContext(owner, context | pg_sys::SECURITY_LOCAL_USERID_CHANGE as i32) };
     f()
 }
+
+/// The server's share directory (`pg_config --sharedir`), as the running server computes it.
+pub fn share_dir() -> std::path::PathBuf {
+    let mut buf = [0 as std::ffi::c_char; pg_sys::MAXPGPATH as usize];
+    // SAFETY: my_exec_path is the NUL-terminated path PostgreSQL set at start; get_share_path
+    // writes at most MAXPGPATH bytes, NUL-terminated, into `buf`.
+    let path = unsafe {
+        pg_sys::get_share_path(std::ptr::addr_of!(pg_sys::my_exec_path).cast(), buf.as_mut_ptr());
+        std::ffi::CStr::from_ptr(buf.as_ptr())
+    };
+    std::path::PathBuf::from(path.to_string_lossy().into_owned())
+}

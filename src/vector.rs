@@ -378,6 +378,43 @@ pub fn new_vector_array(rows: &[Vec<f32>]) -> crate::error::Result<pgrx::datum::
     Ok(unsafe { pgrx::datum::DatumWithOid::new(pg_sys::Datum::from(array), array_type) })
 }
 
+/// A vector datum of `values`, to use as a query (palloc'd in the current memory context).
+pub fn vector_datum_of(values: &[f32]) -> crate::error::Result<VectorDatum> {
+    let datum = new_vector_datum(values)?;
+    // SAFETY: a fresh `vector` datum, just built.
+    unsafe { VectorDatum::from_datum(datum, Element::F32) }
+}
+
+/// A `vector` result of a SQL function, built from its values.
+pub struct VectorResult(pub Vec<f32>);
+
+impl pgrx::IntoDatum for VectorResult {
+    fn into_datum(self) -> Option<pg_sys::Datum> {
+        match new_vector_datum(&self.0) {
+            Ok(d) => Some(d),
+            Err(e) => e.raise(),
+        }
+    }
+
+    fn type_oid() -> pg_sys::Oid {
+        vector_type_oid().unwrap_or_else(|e| e.raise())
+    }
+}
+
+impl_sql_translatable!(VectorResult, "vector");
+
+// SAFETY: as pgrx boxes its own by-reference results: the datum is returned to the function's
+// caller, or NULL when there is none.
+unsafe impl pgrx::callconv::BoxRet for VectorResult {
+    unsafe fn box_into<'fcx>(self, fcinfo: &mut pgrx::callconv::FcInfo<'fcx>) -> pgrx::datum::Datum<'fcx> {
+        match pgrx::IntoDatum::into_datum(self) {
+            // SAFETY: a datum of the function's declared result type.
+            Some(datum) => unsafe { fcinfo.return_raw_datum(datum) },
+            None => fcinfo.return_null(),
+        }
+    }
+}
+
 /// A `vector` parameter for a query: a fresh datum of `values`, with pgvector's type OID.
 pub fn vector_param(values: &[f32]) -> crate::error::Result<pgrx::datum::DatumWithOid<'static>> {
     let oid = vector_type_oid()?;

@@ -17,7 +17,7 @@ use pgrx::prelude::*;
 use crate::api::recall::{check_user, in_lineage, lineage, recall, RecallOptions};
 use crate::error::{spi, MemoryError, OrRaise, Result};
 use crate::gucs;
-use crate::vector::{HalfVec, IntoVectorDatum, Vector, VectorDatum};
+use crate::vector::{HalfVec, Vector, VectorDatum};
 
 const PROCEDURAL: &str = "\
 SELECT m.id, m.content, m.created_at, m.task_id FROM agent_memory.memories m \
@@ -349,9 +349,11 @@ macro_rules! memory_context_for {
                 name!(created_at, Option<TimestampWithTimeZone>),
             ),
         > {
-            let query = query.map(|q| q.into_vector_datum().or_raise());
+            let query = query.map(|q| crate::embedder::QueryInput::resolve(q, model).or_raise());
+            let model = query.as_ref().and_then(|q| q.model.as_deref()).or(model);
+            let query_text = query_text.or(query.as_ref().and_then(|q| q.text.as_deref()));
             let args = ContextArgs { query_text, token_budget, system_tokens, turns, k, model, task_id, untasked, touch };
-            let (rows, left_out) = context(user_id, session_id, query.as_ref(), args).or_raise();
+            let (rows, left_out) = context(user_id, session_id, query.as_ref().map(|q| &q.vector), args).or_raise();
             notice_left_out(left_out);
             TableIterator::new(rows_of(rows))
         }
@@ -375,9 +377,11 @@ macro_rules! memory_context_for {
             untasked: default!(Option<bool>, true),
             touch: default!(Option<bool>, true),
         ) -> String {
-            let query = query.map(|q| q.into_vector_datum().or_raise());
+            let query = query.map(|q| crate::embedder::QueryInput::resolve(q, model).or_raise());
+            let model = query.as_ref().and_then(|q| q.model.as_deref()).or(model);
+            let query_text = query_text.or(query.as_ref().and_then(|q| q.text.as_deref()));
             let args = ContextArgs { query_text, token_budget, system_tokens, turns, k, model, task_id, untasked, touch };
-            let (rows, left_out) = context(user_id, session_id, query.as_ref(), args).or_raise();
+            let (rows, left_out) = context(user_id, session_id, query.as_ref().map(|q| &q.vector), args).or_raise();
             notice_left_out(left_out);
             render(&rows)
         }
@@ -404,7 +408,8 @@ memory_context_for!(
 );
 
 memory_context_for!(
-    /// `memory_context` for a query in pgvector's text syntax (`'[0.1, 0.2, ...]'`).
+    /// `memory_context` for a question as text, embedded by the server (as `memory_recall`'s
+    /// text form), or a query in pgvector's text syntax (`'[0.1, 0.2, ...]'`).
     memory_context_text_query,
     memory_context_text_text_query,
     &str

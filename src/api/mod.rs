@@ -5,6 +5,7 @@
 pub mod consolidate;
 pub mod context;
 pub mod decay;
+pub mod embed;
 pub mod forget;
 pub mod index;
 pub mod pack;

@@ -16,7 +16,7 @@ use pgrx::prelude::*;
 use crate::api::decay::scorer;
 use crate::error::{spi, MemoryError, OrRaise, Result};
 use crate::gucs;
-use crate::vector::{HalfVec, IntoVectorDatum, Vector, VectorDatum};
+use crate::vector::{HalfVec, Vector, VectorDatum};
 
 /// What a call asks for besides the user and the query.
 pub struct RecallOptions<'a> {
@@ -753,9 +753,12 @@ macro_rules! memory_recall_for {
                 name!(recency_rank, Option<i32>),
             ),
         > {
+            let query = query.map(|q| crate::embedder::QueryInput::resolve(q, model).or_raise());
+            // A question given as text is embedded with the text model, and its words rank too.
+            let model = query.as_ref().and_then(|q| q.model.as_deref()).or(model);
+            let query_text = query_text.or(query.as_ref().and_then(|q| q.text.as_deref()));
             let opts = RecallOptions { k, model, kinds, min_similarity, decay, touch, archived, query_text, task_id, untasked };
-            let query = query.map(|q| q.into_vector_datum().or_raise());
-            let rows = recall(user_id, query.as_ref(), opts).or_raise();
+            let rows = recall(user_id, query.as_ref().map(|q| &q.vector), opts).or_raise();
             TableIterator::new(rows.into_iter().map(|r| {
                 let [v, w, t] = r.ranks;
                 (r.id, r.content, r.score, r.similarity, r.kind, r.subject, r.predicate, r.object, r.importance, r.created_at, r.path.to_string(), v, w, t)
@@ -781,8 +784,11 @@ memory_recall_for!(
 );
 
 memory_recall_for!(
-    /// `memory_recall` for a query in pgvector's text syntax (`'[0.1, 0.2, ...]'`). PostgreSQL
-    /// resolves an untyped literal or parameter to this form.
+    /// `memory_recall` for a question as text: the server embeds it (`model`, else
+    /// `agent_memory.text_model`, all-MiniLM-L6-v2) and ranks its words too (hybrid recall), so
+    /// `memory_recall('user-07', 'what editor do I use?', 3)` needs no vector. Text in pgvector's
+    /// syntax (`'[0.1, 0.2, ...]'`) is a vector, as before. PostgreSQL resolves an untyped literal
+    /// or parameter to this form.
     recall_text,
     &str
 );

@@ -1135,12 +1135,46 @@ fn check_key(fact: &Fact) -> Result<bool> {
     }
 }
 
-/// The facts of a call, reconciled in order; returns one outcome per fact.
+/// Whether the server embeds a fact's content: it has content and no `emb`, and may be written
+/// (a fact that only negates, or a DELETE or NONE the caller decided, needs no embedding).
+fn needs_embedding(f: &Fact) -> bool {
+    let decided_without = f.action.as_deref().is_some_and(|a| a.eq_ignore_ascii_case("delete") || a.eq_ignore_ascii_case("none"));
+    f.emb.is_none() && f.content.is_some() && !f.negate && !decided_without
+}
+
+/// The model of a call: the one it names; else, when its facts come as text only (no `emb`),
+/// `agent_memory.text_model`; else `agent_memory.default_model`.
+fn call_model(model: Option<&str>, facts: &[Fact]) -> Result<String> {
+    if model.is_none() && facts.iter().any(needs_embedding) && facts.iter().all(|f| f.emb.is_none()) {
+        return crate::embedder::text_model(None);
+    }
+    resolve_model(model)
+}
+
+/// The facts of a call, reconciled in order; returns one outcome per fact. A fact given as text
+/// (content without `emb`) is embedded by the server with the call's model first.
 pub fn reconcile_all(user_id: Option<&str>, model: Option<&str>, facts: &[Fact]) -> Result<Vec<Outcome>> {
     let user = check_user(user_id)?.to_string();
-    let model = resolve_model(model)?;
+    let model = call_model(model, facts)?;
     Spi::connect_mut(|client| {
         crate::version::require_current_schema(client)?;
+        let texts: Vec<(usize, &str)> = facts
+            .iter()
+            .enumerate()
+            .filter(|(_, f)| needs_embedding(f))
+            .filter_map(|(i, f)| f.content.as_deref().map(|c| (i, c)))
+            .collect();
+        let mut embedded;
+        let facts = if texts.is_empty() {
+            facts
+        } else {
+            let vectors = crate::embedder::embed(client, &model, &texts.iter().map(|t| t.1).collect::<Vec<_>>())?;
+            embedded = facts.to_vec();
+            for ((i, _), v) in texts.iter().zip(vectors) {
+                embedded[*i].emb = Some(v);
+            }
+            &embedded[..]
+        };
         let mut r = Reconciler::new(client, &user, &model)?;
         r.reconcile(facts)
     })
@@ -1152,7 +1186,7 @@ fn optional_time(t: Option<TimestampWithTimeZone>) -> Option<String> {
 
 /// Defines one SQL overload of `memory_reconcile` for an embedding type.
 macro_rules! memory_reconcile_for {
-    ($(#[$doc:meta])* $rust_name:ident, $emb:ty) => {
+    ($(#[$doc:meta])* $rust_name:ident, [$($emb:tt)*]) => {
         $(#[$doc])*
         #[allow(clippy::too_many_arguments)]
         #[pg_extern(volatile, parallel_unsafe, name = "memory_reconcile")]
@@ -1163,7 +1197,7 @@ macro_rules! memory_reconcile_for {
             predicate: Option<String>,
             object: Option<String>,
             content: Option<String>,
-            emb: Option<$emb>,
+            emb: $($emb)*,
             kind: default!(Option<String>, "'semantic'"),
             model: default!(Option<&str>, "NULL"),
             importance: default!(Option<f32>, "NULL"),
@@ -1216,21 +1250,23 @@ memory_reconcile_for!(
     /// memory), UPDATE (a new memory superseding `previous_id`), DELETE (`memory_id` retired, with
     /// `negate => true`), or NONE (an existing memory reinforced, or nothing to do). A caller that
     /// already decided passes `action`, `target_id` and `expected_version`; a stale version then
-    /// changes nothing and returns NONE with a NULL version.
+    /// changes nothing and returns NONE with a NULL version. Without `emb` (the fifth argument
+    /// last: `memory_reconcile('user-07', 'user', 'editor', 'neovim', 'Prefers neovim')`), the
+    /// server embeds `content` with `model`, else `agent_memory.text_model` (all-MiniLM-L6-v2).
     reconcile_vector,
-    Vector
+    [default!(Option<Vector>, "NULL")]
 );
 
 memory_reconcile_for!(
     /// `memory_reconcile` with a `halfvec` embedding.
     reconcile_halfvec,
-    HalfVec
+    [Option<HalfVec>]
 );
 
 memory_reconcile_for!(
     /// `memory_reconcile` with an embedding in pgvector's text syntax (`'[0.1, 0.2, ...]'`).
     reconcile_text,
-    &str
+    [Option<&str>]
 );
 
 /// Parses a batch of facts from JSON text.

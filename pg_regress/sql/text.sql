@@ -1,0 +1,65 @@
+-- Text in: the server embeds text with all-MiniLM-L6-v2 (installed by scripts/setup.sh), so
+-- every call takes words where it took a vector.
+\set VERBOSITY default
+\set SHOW_CONTEXT never
+SELECT name, dimensions, folder, pooling, max_tokens, seeded FROM agent_memory.embedding_models WHERE folder IS NOT NULL;
+
+-- memory_embed: 384 numbers at unit length; a paraphrase is near, another topic far.
+SELECT vector_dims(agent_memory.memory_embed('I moved to Lisbon')) AS dims,
+       round(vector_norm(agent_memory.memory_embed('I moved to Lisbon'))::numeric, 4) AS norm;
+SELECT round((1 - (agent_memory.memory_embed('I moved to Lisbon') <=> agent_memory.memory_embed('I relocated to Lisbon')))::numeric, 1) > 0.8 AS paraphrase_near,
+       round((1 - (agent_memory.memory_embed('I moved to Lisbon') <=> agent_memory.memory_embed('My cat likes tuna')))::numeric, 1) < 0.3 AS other_far;
+-- The batch form: one row per input, in order, NULL for NULL; each as the one-text form.
+SELECT ordinal, embedding IS NULL AS is_null,
+       round((1 - (embedding <=> agent_memory.memory_embed(t)))::numeric, 4) AS same_as_one
+  FROM agent_memory.memory_embed(ARRAY['Prefers neovim as editor', NULL, 'a much longer text about the user and the places they have lived in over the years']) e
+  LEFT JOIN LATERAL (SELECT (ARRAY['Prefers neovim as editor', NULL, 'a much longer text about the user and the places they have lived in over the years'])[e.ordinal] AS t) x ON true
+ ORDER BY ordinal;
+SELECT agent_memory.memory_embed(NULL) IS NULL AS null_in_null_out;
+
+-- The brief's eight rounds of one user, as text only.
+SELECT action FROM agent_memory.memory_reconcile('text-user', 'user', 'editor', 'vim', 'Uses vim as editor');
+SELECT action FROM agent_memory.memory_reconcile('text-user', NULL, NULL, NULL, 'Answers should lead with the conclusion');
+SELECT action FROM agent_memory.memory_reconcile('text-user', 'user', 'editor', 'vim', 'Uses vim as editor');
+SELECT action FROM agent_memory.memory_reconcile('text-user', 'user', 'editor', 'neovim', 'Prefers neovim as editor');
+SELECT action FROM agent_memory.memory_reconcile('text-user', 'user', 'theme', 'dark', 'Likes a dark theme');
+SELECT action FROM agent_memory.memory_reconcile('text-user', 'user', 'theme', NULL, 'No longer likes a dark theme', negate => true);
+SELECT action FROM agent_memory.memory_reconcile('text-user', 'user', 'os', 'Ubuntu', 'Runs Ubuntu');
+SELECT action FROM agent_memory.memory_reconcile('text-user', 'user', 'editor', 'neovim', 'Prefers neovim as editor');
+SELECT count(*) AS rows, count(*) FILTER (WHERE active) AS active,
+       bool_and(embedding_model = 'all-MiniLM-L6-v2') AS all_text_model,
+       bool_and(abs(vector_norm(emb) - 1) < 1e-5) AS unit_length
+  FROM agent_memory.memories WHERE user_id = 'text-user';
+-- A batch of facts without "emb"; the free text stated again is the same memory.
+SELECT ordinal, action FROM agent_memory.memory_reconcile_batch('text-user',
+  '[{"content": "Is allergic to peanuts"}, {"content": "Has a dog named Rex", "kind": "episodic"}, {"content": "Is allergic to peanuts"}]');
+
+-- Recall with a question as text: embedded by the server, and its words rank too (hybrid).
+SELECT content, keyword_rank IS NOT NULL AS words_matched
+  FROM agent_memory.memory_recall('text-user', 'which editor do I use?', 1, touch => false);
+SELECT content FROM agent_memory.memory_recall('text-user', 'what am I allergic to?', 1, touch => false);
+SELECT content FROM agent_memory.memory_recall('text-user', 'tell me about my pet', 1, touch => false);
+-- The same as passing the server's embedding and the words by hand.
+SELECT (SELECT array_agg(id) FROM agent_memory.memory_recall('text-user', 'which operating system?', 3, touch => false))
+     = (SELECT array_agg(id) FROM agent_memory.memory_recall('text-user', agent_memory.memory_embed('which operating system?'), 3,
+                                                             model => 'all-MiniLM-L6-v2', query_text => 'which operating system?', touch => false))
+       AS same_as_by_hand;
+-- Text in pgvector's syntax is still a vector.
+SELECT count(*) AS vector_literal_rows
+  FROM agent_memory.memory_recall('text-user', (agent_memory.memory_embed('editor')::text), 2, model => 'all-MiniLM-L6-v2', touch => false);
+-- memory_context with a question as text.
+SELECT agent_memory.memory_record_turn('text-user', 's1', 'user', 'I am planning a trip') IS NOT NULL AS turn;
+SELECT position, channel, content FROM agent_memory.memory_context('text-user', 's1', 'what should I pack for my dog?', k => 2, touch => false);
+
+-- Errors: a model the server cannot embed with, a model not installed, an empty question.
+\set VERBOSITY default
+SELECT agent_memory.memory_embed('x', model => 'no-such-model');
+INSERT INTO agent_memory.memories (user_id, content, emb, embedding_model) VALUES ('text-user', 'an outside vector', '[1,0,0,0]', 'outside-4d');
+SELECT agent_memory.memory_embed('x', model => 'outside-4d');
+INSERT INTO agent_memory.embedding_models (name, dimensions, folder) VALUES ('not-installed', 384, 'not-installed');
+\set VERBOSITY sqlstate
+SELECT agent_memory.memory_embed('x', model => 'not-installed');
+SELECT * FROM agent_memory.memory_recall('text-user', '   ', 3);
+SELECT * FROM agent_memory.memory_reconcile('text-user', NULL, NULL, NULL, 'needs a vector of outside-4d', model => 'outside-4d');
+\set VERBOSITY default
+DELETE FROM agent_memory.embedding_models WHERE name = 'not-installed';
