@@ -5,6 +5,7 @@
 #   bench/run.sh storage   storage of 512-d embeddings: EXTERNAL vs in line vs PLAIN vs halfvec
 #   bench/run.sh maintain  memory_forget and memory_consolidate on 1,000,000 memories
 #   bench/run.sh evict     the eviction simulation: six policies, three question streams (no server)
+#   bench/run.sh embed     text in: embeddings per second, what a text question adds to recall, memory
 #   bench/run.sh quality   evidence recall on real conversations (shared/eval), before and after maintenance;
 #                          writes docs/quality.md
 # Figures are printed and written under target/agent_memory/.
@@ -33,7 +34,7 @@ if [ "$which" = storage ]; then
   exit 0
 fi
 cargo build --release -p agent_memory_bench --bin "$which" 2>&1 | tail -1
-if [ "$which" = quality ]; then
+if [ "$which" = quality ] || [ "$which" = embed ]; then
   export AGENT_MEMORY_EVAL="${AGENT_MEMORY_EVAL:-$ROOT/../shared/eval/conversations}"
   export QUALITY_DOC="${QUALITY_DOC:-$ROOT/docs/quality.md}"
 fi

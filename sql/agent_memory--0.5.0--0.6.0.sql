@@ -323,6 +323,44 @@ COMMENT ON FUNCTION agent_memory.erasure_lock(text) IS 'Takes the locks an erasu
 COMMENT ON TABLE agent_memory.erasures IS
     'One receipt per erasure (memory_erase): a keyed hash of the user id (agent_memory.erasure_hash; receipts before 0.6.0 hold its plain SHA-256), when, by whom, and how many rows were deleted per table. Never the content.';
 
+-- The embedding cache (0.6.0): what the server embedded, by model and text, so the same text
+-- under the same model is embedded once, across calls and users. It holds no text: a text is
+-- keyed by SHA-256 of the database's secret receipt key followed by the text, so a guessed text
+-- cannot be tested against it without the key. Bounded by agent_memory.embed_cache_size (the
+-- worker's pack pass drops the oldest entries past it); no application role reads or writes it
+-- (the library does, with the extension owner's rights). Not dumped: a restored database fills
+-- it again.
+CREATE TABLE agent_memory.embedding_cache (
+    model      text        NOT NULL,
+    text_hash  bytea       NOT NULL,
+    emb        vector      NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT now(),
+    CONSTRAINT embedding_cache_pkey PRIMARY KEY (model, text_hash)
+);
+CREATE INDEX embedding_cache_created ON agent_memory.embedding_cache (created_at);
+COMMENT ON TABLE agent_memory.embedding_cache IS
+    'Embeddings the server computed, by model and a keyed hash of the text (no text); bounded by agent_memory.embed_cache_size. See memory_embed_stats().';
+REVOKE ALL ON agent_memory.embedding_cache FROM PUBLIC;
+
+-- An erasure's part of the cache: the entries of the user's memories' and turns' texts, under
+-- every model, go (entries of the user's questions were never tied to the user: they hold neither
+-- the text nor the user).
+CREATE FUNCTION agent_memory.uncache_user(user_id text) RETURNS bigint
+LANGUAGE sql VOLATILE STRICT SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    WITH k AS (SELECT s.receipt_key AS key FROM agent_memory.lock_salt s),
+         texts AS (SELECT m.content AS t FROM agent_memory.memories m WHERE m.user_id = uncache_user.user_id
+                   UNION
+                   SELECT t.content FROM agent_memory.turns t WHERE t.user_id = uncache_user.user_id),
+         d AS (DELETE FROM agent_memory.embedding_cache c USING texts, k
+                WHERE c.text_hash = pg_catalog.sha256(k.key || pg_catalog.convert_to(texts.t, 'UTF8'))
+               RETURNING 1)
+    SELECT count(*) FROM d
+$$;
+REVOKE ALL ON FUNCTION agent_memory.uncache_user(text) FROM PUBLIC;
+COMMENT ON FUNCTION agent_memory.uncache_user(text) IS 'Drops the embedding cache''s entries of a user''s memories and turns (memory_erase calls it).';
+
 CREATE OR REPLACE FUNCTION agent_memory.memory_erase(user_id text)
 RETURNS TABLE (receipt_id bigint, user_hash text, erased_at timestamptz, memories bigint, turns bigint, tasks bigint)
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
@@ -341,6 +379,7 @@ BEGIN
     -- Writes of the user and rebuilds of the user's packs wait, and nothing of theirs is left
     -- behind by one that raced the erasure.
     PERFORM agent_memory.erasure_lock(memory_erase.user_id);
+    PERFORM agent_memory.uncache_user(memory_erase.user_id);
     DELETE FROM agent_memory.memories m WHERE m.user_id = memory_erase.user_id;
     GET DIAGNOSTICS n_memories = ROW_COUNT;
     DELETE FROM agent_memory.turns t WHERE t.user_id = memory_erase.user_id;
@@ -375,6 +414,8 @@ COMMENT ON FUNCTION agent_memory.memory_erase(text) IS
 REVOKE SELECT ON agent_memory.lock_salt FROM agent_memory_worker;
 REVOKE INSERT ON agent_memory.embedding_models FROM agent_memory_worker;
 GRANT EXECUTE ON FUNCTION agent_memory.register_model(text, integer) TO agent_memory_worker;
+-- The pack pass trims the embedding cache.
+GRANT SELECT, DELETE ON agent_memory.embedding_cache TO agent_memory_worker;
 
 -- Roles bound to their users.
 CREATE TABLE agent_memory.role_users (
@@ -535,10 +576,76 @@ $body$;
 COMMENT ON FUNCTION agent_memory.grant_access(regrole, text) IS
     'Grants a role one of the access levels: reader (recall, context, evidence), writer (reader + reconcile, update, turns), admin (writer + forget, consolidate, erase, indexes, packs, bookkeeping).';
 
+
+-- The library's new functions: the embedding of text and the cache's figures.
+CREATE FUNCTION "memory_embed"(
+	"text" TEXT, /* Option < & str > */
+	"model" TEXT DEFAULT NULL /* Option < & str > */
+) RETURNS vector /* Option < VectorResult > */
+STABLE PARALLEL RESTRICTED 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'memory_embed_wrapper';
+CREATE FUNCTION "memory_embed"(
+	"texts" TEXT[], /* :: std :: option :: Option < Vec < Option < String > > > */
+	"model" TEXT DEFAULT NULL /* Option < & str > */
+) RETURNS TABLE (
+	"ordinal" INT,  /* i32 */
+	"embedding" vector  /* Option < VectorResult > */
+)
+STABLE PARALLEL RESTRICTED 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'memory_embed_batch_wrapper';
+CREATE FUNCTION "memory_embed_stats"() RETURNS TABLE (
+	"entries" bigint,  /* i64 */
+	"hits" bigint,  /* Option < i64 > */
+	"misses" bigint  /* Option < i64 > */
+)
+STRICT VOLATILE PARALLEL SAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'memory_embed_stats_wrapper';
+REVOKE ALL ON FUNCTION agent_memory.memory_embed(text, text), agent_memory.memory_embed(text[], text), agent_memory.memory_embed_stats() FROM PUBLIC;
+-- memory_reconcile with a vector takes none (emb DEFAULT NULL): the server embeds the content.
+CREATE OR REPLACE FUNCTION "memory_reconcile"(
+	"user_id" TEXT, /* Option < & str > */
+	"subject" TEXT, /* Option < String > */
+	"predicate" TEXT, /* Option < String > */
+	"object" TEXT, /* Option < String > */
+	"content" TEXT, /* Option < String > */
+	"emb" vector DEFAULT NULL, /* Option < Vector > */
+	"kind" TEXT DEFAULT 'semantic', /* Option < String > */
+	"model" TEXT DEFAULT NULL, /* Option < & str > */
+	"importance" real DEFAULT NULL, /* Option < f32 > */
+	"protected" bool DEFAULT false, /* Option < bool > */
+	"negate" bool DEFAULT false, /* Option < bool > */
+	"source" TEXT DEFAULT NULL, /* Option < String > */
+	"source_turn_id" bigint DEFAULT NULL, /* Option < i64 > */
+	"expires_at" timestamp with time zone DEFAULT NULL, /* Option < TimestampWithTimeZone > */
+	"valid_until" timestamp with time zone DEFAULT NULL, /* Option < TimestampWithTimeZone > */
+	"metadata" jsonb DEFAULT NULL, /* Option < JsonB > */
+	"action" TEXT DEFAULT NULL, /* Option < String > */
+	"target_id" bigint DEFAULT NULL, /* Option < i64 > */
+	"expected_version" INT DEFAULT NULL, /* Option < i32 > */
+	"cardinality" TEXT DEFAULT NULL, /* Option < String > */
+	"task_id" TEXT DEFAULT NULL /* Option < String > */
+) RETURNS TABLE (
+	"action" TEXT,  /* String */
+	"memory_id" bigint,  /* Option < i64 > */
+	"previous_id" bigint,  /* Option < i64 > */
+	"version" INT  /* Option < i32 > */
+)
+VOLATILE PARALLEL UNSAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'reconcile_vector_wrapper';
+
 -- The functions added here are no one's until granted (grant_access below, or the grants above).
 REVOKE ALL ON FUNCTION agent_memory.register_model(text, integer), agent_memory.last_success(text),
     agent_memory.hmac_sha256(bytea, bytea), agent_memory.erasure_hash(text), agent_memory.erasure_lock(text),
-    agent_memory.first_bad_time(text[]), agent_memory.bind_role(regrole, text), agent_memory.unbind_role(regrole, text)
+    agent_memory.first_bad_time(text[]), agent_memory.bind_role(regrole, text), agent_memory.unbind_role(regrole, text),
+    agent_memory.uncache_user(text)
     FROM PUBLIC;
 
 -- The roles granted access in 0.5.0 lose what writers may no longer do (change predicates,

@@ -642,6 +642,44 @@ SELECT ('x' || pg_catalog.substr(pg_catalog.md5(pg_catalog.gen_random_uuid()::te
 COMMENT ON TABLE agent_memory.lock_salt IS 'The extension''s secrets (one row): the seed of its advisory lock keys, and the key of the erasure receipts'' user hashes. Readable by the extension owner only.';
 REVOKE ALL ON agent_memory.lock_salt FROM PUBLIC;
 
+-- The embedding cache (0.6.0): what the server embedded, by model and text, so the same text
+-- under the same model is embedded once, across calls and users. It holds no text: a text is
+-- keyed by SHA-256 of the database's secret receipt key followed by the text, so a guessed text
+-- cannot be tested against it without the key. Bounded by agent_memory.embed_cache_size (the
+-- worker's pack pass drops the oldest entries past it); no application role reads or writes it
+-- (the library does, with the extension owner's rights). Not dumped: a restored database fills
+-- it again.
+CREATE TABLE agent_memory.embedding_cache (
+    model      text        NOT NULL,
+    text_hash  bytea       NOT NULL,
+    emb        vector      NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT now(),
+    CONSTRAINT embedding_cache_pkey PRIMARY KEY (model, text_hash)
+);
+CREATE INDEX embedding_cache_created ON agent_memory.embedding_cache (created_at);
+COMMENT ON TABLE agent_memory.embedding_cache IS
+    'Embeddings the server computed, by model and a keyed hash of the text (no text); bounded by agent_memory.embed_cache_size. See memory_embed_stats().';
+REVOKE ALL ON agent_memory.embedding_cache FROM PUBLIC;
+
+-- An erasure's part of the cache: the entries of the user's memories' and turns' texts, under
+-- every model, go (entries of the user's questions were never tied to the user: they hold neither
+-- the text nor the user).
+CREATE FUNCTION agent_memory.uncache_user(user_id text) RETURNS bigint
+LANGUAGE sql VOLATILE STRICT SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    WITH k AS (SELECT s.receipt_key AS key FROM agent_memory.lock_salt s),
+         texts AS (SELECT m.content AS t FROM agent_memory.memories m WHERE m.user_id = uncache_user.user_id
+                   UNION
+                   SELECT t.content FROM agent_memory.turns t WHERE t.user_id = uncache_user.user_id),
+         d AS (DELETE FROM agent_memory.embedding_cache c USING texts, k
+                WHERE c.text_hash = pg_catalog.sha256(k.key || pg_catalog.convert_to(texts.t, 'UTF8'))
+               RETURNING 1)
+    SELECT count(*) FROM d
+$$;
+REVOKE ALL ON FUNCTION agent_memory.uncache_user(text) FROM PUBLIC;
+COMMENT ON FUNCTION agent_memory.uncache_user(text) IS 'Drops the embedding cache''s entries of a user''s memories and turns (memory_erase calls it).';
+
 -- HMAC-SHA256 (RFC 2104) of a message under a key, hex-encoded.
 CREATE FUNCTION agent_memory.hmac_sha256(key bytea, message bytea) RETURNS text
 LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
@@ -731,6 +769,7 @@ BEGIN
     -- Writes of the user and rebuilds of the user's packs wait, and nothing of theirs is left
     -- behind by one that raced the erasure.
     PERFORM agent_memory.erasure_lock(memory_erase.user_id);
+    PERFORM agent_memory.uncache_user(memory_erase.user_id);
     DELETE FROM agent_memory.memories m WHERE m.user_id = memory_erase.user_id;
     GET DIAGNOSTICS n_memories = ROW_COUNT;
     DELETE FROM agent_memory.turns t WHERE t.user_id = memory_erase.user_id;
@@ -801,6 +840,8 @@ GRANT USAGE ON SCHEMA agent_memory TO agent_memory_worker;
 GRANT SELECT, INSERT, UPDATE, DELETE ON agent_memory.memories, agent_memory.runs, agent_memory.maintenance_state
     TO agent_memory_worker;
 GRANT SELECT ON agent_memory.embedding_models TO agent_memory_worker;
+-- The pack pass trims the embedding cache.
+GRANT SELECT, DELETE ON agent_memory.embedding_cache TO agent_memory_worker;
 GRANT EXECUTE ON FUNCTION agent_memory.register_model(text, integer) TO agent_memory_worker;
 GRANT SELECT ON agent_memory.predicates TO agent_memory_worker;
 -- (FOR UPDATE SKIP LOCKED, used to delete old turns in batches, needs UPDATE.)

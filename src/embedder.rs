@@ -137,17 +137,100 @@ impl From<EmbedError> for MemoryError {
     }
 }
 
-/// The unit-length embeddings of `texts` under `model`, in order; checks for a cancel between
-/// chunks of texts.
+/// Texts a process keeps the embeddings of, besides the shared cache (the most recent ones).
+const LOCAL_ENTRIES: usize = 2048;
+
+thread_local! {
+    /// This process's recent embeddings by (model, text): a repeated question costs a hash.
+    static LOCAL: RefCell<HashMap<(String, String), Rc<Vec<f32>>>> = RefCell::new(HashMap::new());
+}
+
+/// The shared cache's entries of `texts` (keyed by SHA-256 of the secret receipt key and the text).
+const CACHED: &str = "SELECT t.i::integer, c.emb FROM unnest($2::text[]) WITH ORDINALITY AS t(x, i) \
+       CROSS JOIN agent_memory.lock_salt s \
+       JOIN agent_memory.embedding_cache c \
+         ON c.model = $1 AND c.text_hash = pg_catalog.sha256(s.receipt_key || pg_catalog.convert_to(t.x, 'UTF8'))";
+const CACHE: &str = "INSERT INTO agent_memory.embedding_cache (model, text_hash, emb) \
+     SELECT $1, pg_catalog.sha256(s.receipt_key || pg_catalog.convert_to(u.x, 'UTF8')), u.e \
+       FROM unnest($2::text[], $3) AS u(x, e) CROSS JOIN agent_memory.lock_salt s \
+     ON CONFLICT ON CONSTRAINT embedding_cache_pkey DO NOTHING";
+
+/// The unit-length embeddings of `texts` under `model`, in order: from this process's recent
+/// ones, else the shared cache, else the model (whose results then join both; the shared cache
+/// only in a transaction that may write). Checks for a cancel between chunks of texts.
 pub fn embed(client: &mut SpiClient<'_>, model: &str, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
     for t in texts {
         gucs::check_sizes(Some(t), None)?;
     }
-    let (m, _) = self::model(client, model)?;
-    m.embed::<MemoryError>(texts, || {
-        pgrx::check_for_interrupts!();
-        Ok(())
-    })
+    let shared = gucs::embed_cache_size() > 0;
+    let mut out: Vec<Option<Vec<f32>>> = LOCAL.with(|l| {
+        let l = l.borrow();
+        texts.iter().map(|t| l.get(&(model.to_string(), t.to_string())).map(|v| v.as_ref().clone())).collect()
+    });
+    let mut hits = out.iter().filter(|v| v.is_some()).count() as u64;
+    let missing: Vec<usize> = (0..texts.len()).filter(|&i| out[i].is_none()).collect();
+    if shared && !missing.is_empty() {
+        let asked: Vec<Option<String>> = missing.iter().map(|&i| Some(texts[i].to_string())).collect();
+        let mut table = crate::locks::as_owner(client, CACHED, &[model.into(), asked.into()])?;
+        while table.next().is_some() {
+            let i: i32 = table.get(1).map_err(spi("reading the embedding cache"))?.unwrap_or(0);
+            let e = crate::vector::vector_column(&table, 2)?;
+            if let (Some(&slot), Some(v)) = (missing.get((i as usize).wrapping_sub(1)), e) {
+                out[slot] = Some(v.to_f32_vec());
+                hits += 1;
+            }
+        }
+    }
+    let todo: Vec<usize> = (0..texts.len()).filter(|&i| out[i].is_none()).collect();
+    if !todo.is_empty() {
+        let (m, _) = self::model(client, model)?;
+        let computed = m.embed::<MemoryError>(&todo.iter().map(|&i| texts[i]).collect::<Vec<_>>(), || {
+            pgrx::check_for_interrupts!();
+            Ok(())
+        })?;
+        if shared && !crate::pg::read_only() {
+            let keys: Vec<Option<String>> = todo.iter().map(|&i| Some(texts[i].to_string())).collect();
+            let vectors = crate::vector::new_vector_array(&computed)?;
+            crate::locks::as_owner(client, CACHE, &[model.into(), keys.into(), vectors])?;
+        }
+        for (&i, v) in todo.iter().zip(computed) {
+            out[i] = Some(v);
+        }
+    }
+    crate::share::count_embeddings(hits, todo.len() as u64);
+    LOCAL.with(|l| {
+        let mut l = l.borrow_mut();
+        if l.len() + texts.len() > LOCAL_ENTRIES {
+            l.clear();
+        }
+        for (t, v) in texts.iter().zip(&out).take(LOCAL_ENTRIES) {
+            if let Some(v) = v {
+                l.insert((model.to_string(), t.to_string()), Rc::new(v.clone()));
+            }
+        }
+    });
+    Ok(out.into_iter().map(Option::unwrap_or_default).collect())
+}
+
+/// Entries of the shared cache past `agent_memory.embed_cache_size`, oldest first, dropped by the
+/// worker's pack pass.
+const TRIM: &str = "DELETE FROM agent_memory.embedding_cache c WHERE c.ctid IN ( \
+       SELECT x.ctid FROM agent_memory.embedding_cache x ORDER BY x.created_at, x.model, x.text_hash \
+        LIMIT greatest((SELECT count(*) FROM agent_memory.embedding_cache) - $1, 0)) RETURNING 1";
+
+/// Drops the oldest entries past the cache's size; returns how many went.
+pub fn trim(client: &mut SpiClient<'_>) -> Result<u64> {
+    let n = crate::plans::write(client, TRIM, &[gucs::embed_cache_size().into()]).map_err(spi("trimming the embedding cache"))?.len();
+    Ok(n as u64)
+}
+
+const CACHE_ENTRIES: &str = "SELECT count(*) FROM agent_memory.embedding_cache";
+
+/// The shared cache's entries, and its hits and misses since the server started.
+pub fn stats(client: &mut SpiClient<'_>) -> Result<(i64, Option<(u64, u64)>)> {
+    let n: Option<i64> =
+        crate::error::first_value(crate::locks::as_owner(client, CACHE_ENTRIES, &[])?).map_err(spi("counting the cache"))?;
+    Ok((n.unwrap_or(0), crate::share::embedding_counts()))
 }
 
 /// The embedding of one text.

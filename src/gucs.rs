@@ -71,6 +71,9 @@ static MODEL_PATH: GucSetting<Option<std::ffi::CString>> = GucSetting::<Option<s
 /// `agent_memory.embed_threads`: threads a process's model runs on (default 1), read at the
 /// process's first embedding.
 static EMBED_THREADS: GucSetting<i32> = GucSetting::<i32>::new(1);
+/// `agent_memory.embed_cache_size`: entries the embedding cache keeps (default 100,000; 0 turns it
+/// off).
+static EMBED_CACHE_SIZE: GucSetting<i32> = GucSetting::<i32>::new(100_000);
 /// `agent_memory.user_id`: the user the session works for; row-level security shows a role
 /// without maintenance rights only that user's rows (default empty: none).
 static SESSION_USER: GucSetting<Option<std::ffi::CString>> = GucSetting::<Option<std::ffi::CString>>::new(None);
@@ -361,6 +364,16 @@ pub fn init() {
         1,
         64,
         GucContext::Suset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"agent_memory.embed_cache_size",
+        c"Embeddings the server keeps by model and text, so the same text is embedded once (0: no cache).",
+        c"The cache holds a keyed hash of each text, never the text; the background worker drops the oldest entries past this many.",
+        &EMBED_CACHE_SIZE,
+        0,
+        100_000_000,
+        GucContext::Sighup,
         GucFlags::default(),
     );
     GucRegistry::define_float_guc(
@@ -722,6 +735,10 @@ pub fn text_model() -> String {
 /// The models' folder as set (`None`: the default under the share directory).
 pub fn model_path() -> Option<String> {
     MODEL_PATH.get().as_deref().map(CStr::to_string_lossy).map(|s| s.trim().to_string()).filter(|s| !s.is_empty())
+}
+
+pub fn embed_cache_size() -> i64 {
+    EMBED_CACHE_SIZE.get().max(0) as i64
 }
 
 pub fn embed_threads() -> usize {

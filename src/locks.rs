@@ -41,7 +41,7 @@ const OWNER: &str = "SELECT e.extowner FROM pg_catalog.pg_extension e WHERE e.ex
 
 /// Runs a statement that reads the extension's secrets (a lock statement above, or one that
 /// spells a key in SQL) with the rights of the extension's owner.
-pub fn with_secret<'c>(client: &mut SpiClient<'c>, sql: &'static str, args: &[pgrx::datum::DatumWithOid<'_>]) -> Result<SpiTupleTable<'c>> {
+pub fn as_owner<'c>(client: &mut SpiClient<'c>, sql: &'static str, args: &[pgrx::datum::DatumWithOid<'_>]) -> Result<SpiTupleTable<'c>> {
     let owner: Option<pg_sys::Oid> = first_value(crate::plans::read(client, OWNER, &[]).map_err(spi("finding the extension's owner"))?)
         .map_err(spi("finding the extension's owner"))?;
     let owner = owner.ok_or_else(|| {
@@ -60,14 +60,14 @@ pub fn user(client: &mut SpiClient<'_>, user: &str) -> Result<()> {
     if !crate::api::recall::sees_user(client, user)? {
         return Err(crate::api::recall::not_your_user(user));
     }
-    with_secret(client, LOCK_USER, &[user.into()])?;
+    as_owner(client, LOCK_USER, &[user.into()])?;
     Ok(())
 }
 
 /// Waits for the locks a rebuild of `user`'s packs of `model` holds until the end of the
 /// transaction: the user's erasure lock (shared) and the packs' lock.
 pub fn pack(client: &mut SpiClient<'_>, user: &str, model: &str) -> Result<()> {
-    with_secret(client, LOCK_ERASE_SHARED, &[user.into()])?;
-    with_secret(client, LOCK_PACK, &[format!("{user}/{model}").into()])?;
+    as_owner(client, LOCK_ERASE_SHARED, &[user.into()])?;
+    as_owner(client, LOCK_PACK, &[format!("{user}/{model}").into()])?;
     Ok(())
 }

@@ -137,7 +137,7 @@ pub fn check_dry_run(dry_run: Option<bool>) -> Result<bool> {
 /// run; `None` when another pass holds the lock.
 fn start_run(client: &mut SpiClient<'_>, job: Job, lock: &'static str, by_worker: bool) -> Result<Option<i64>> {
     let got: Option<bool> =
-        first_value(crate::locks::with_secret(client, lock, &[job.name().into()])?).map_err(spi("taking the pass's lock"))?;
+        first_value(crate::locks::as_owner(client, lock, &[job.name().into()])?).map_err(spi("taking the pass's lock"))?;
     if got != Some(true) {
         return Ok(None);
     }
@@ -196,7 +196,7 @@ pub fn by_worker<D: Driver>(d: &mut D, job: Job, pass: impl FnOnce(&mut D, i64) 
     let longest = d.longest_unit_ms();
     let finish = d.bookkeeping(|client| {
         finish_run(client, run_id, outcome.as_ref().map_err(String::as_str), longest)?;
-        crate::locks::with_secret(client, crate::locks::UNLOCK_JOB_SESSION, &[job.name().into()])?;
+        crate::locks::as_owner(client, crate::locks::UNLOCK_JOB_SESSION, &[job.name().into()])?;
         Ok(())
     });
     finish?;

@@ -63,10 +63,35 @@ unsafe impl PGRXSharedMemory for Slots {}
 // SAFETY: the name is this library's own.
 static SHARE: PgLwLock<Slots> = unsafe { PgLwLock::new(c"agent_memory forgetting share") };
 
+/// The embedding cache's hits and misses since the server started, counted by every process.
+static EMBED_HITS: pgrx::PgAtomic<std::sync::atomic::AtomicU64> = unsafe { pgrx::PgAtomic::new(c"agent_memory embedding cache hits") };
+static EMBED_MISSES: pgrx::PgAtomic<std::sync::atomic::AtomicU64> = unsafe { pgrx::PgAtomic::new(c"agent_memory embedding cache misses") };
+/// Whether the shared memory above exists: the library was preloaded (set in the postmaster,
+/// inherited by every process it starts).
+static PRELOADED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 /// Reserves the shared memory; called from `_PG_init` while the library is preloaded.
 #[allow(unexpected_cfgs)] // the macro names every PostgreSQL version's feature, not only ours
 pub fn init() {
     pg_shmem_init!(SHARE = Slots([FREE; SLOTS]));
+    pg_shmem_init!(EMBED_HITS);
+    pg_shmem_init!(EMBED_MISSES);
+    PRELOADED.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Counts embedding cache hits and misses (nothing without the preload).
+pub fn count_embeddings(hits: u64, misses: u64) {
+    if PRELOADED.load(std::sync::atomic::Ordering::Relaxed) {
+        EMBED_HITS.get().fetch_add(hits, std::sync::atomic::Ordering::Relaxed);
+        EMBED_MISSES.get().fetch_add(misses, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// The embedding cache's hits and misses since the server started (`None` without the preload).
+pub fn embedding_counts() -> Option<(u64, u64)> {
+    PRELOADED.load(std::sync::atomic::Ordering::Relaxed).then(|| {
+        (EMBED_HITS.get().load(std::sync::atomic::Ordering::Relaxed), EMBED_MISSES.get().load(std::sync::atomic::Ordering::Relaxed))
+    })
 }
 
 fn database() -> u32 {

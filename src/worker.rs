@@ -630,6 +630,9 @@ fn run_pack_pass(role: &str) {
         Ok(n) => log!("agent_memory: pack pass dropped {n} packed row(s) of users that have none"),
         Err(e) => warning!("agent_memory: sweeping orphaned packs failed: {}", e.message),
     }
+    if let Err(e) = in_transaction_as(role, crate::embedder::trim) {
+        warning!("agent_memory: trimming the embedding cache failed: {}", e.message);
+    }
     let due = match in_transaction_as(role, |c| crate::api::pack::due(c, PACKS_PER_PASS)) {
         Ok(d) => d,
         Err(e) => {

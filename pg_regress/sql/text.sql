@@ -51,6 +51,15 @@ SELECT count(*) AS vector_literal_rows
 SELECT agent_memory.memory_record_turn('text-user', 's1', 'user', 'I am planning a trip') IS NOT NULL AS turn;
 SELECT position, channel, content FROM agent_memory.memory_context('text-user', 's1', 'what should I pack for my dog?', k => 2, touch => false);
 
+-- No silent empty answers: a user whose memories were written with vectors of another model.
+-- Words do not depend on a model: keyword recall searches every model of the user's; a text
+-- question (of the text model) finds none of theirs and says which models they have.
+INSERT INTO agent_memory.memories (user_id, content, emb, embedding_model)
+VALUES ('vector-user', 'Prefers neovim as editor', '[1,0.7,0,0]', 'demo-4d'), ('vector-user', 'Lives in Porto', '[0,1,0,0]', 'demo-4d');
+SELECT content FROM agent_memory.memory_recall('vector-user', NULL, 3, query_text => 'which editor?', touch => false);
+SELECT count(*) AS text_question_rows FROM agent_memory.memory_recall('vector-user', 'which editor do I use?', 3, touch => false);
+SELECT content FROM agent_memory.memory_recall('vector-user', '[1,0.6,0,0]', 1, model => 'demo-4d', touch => false);
+
 -- Errors: a model the server cannot embed with, a model not installed, an empty question.
 \set VERBOSITY default
 SELECT agent_memory.memory_embed('x', model => 'no-such-model');
@@ -63,3 +72,23 @@ SELECT * FROM agent_memory.memory_recall('text-user', '   ', 3);
 SELECT * FROM agent_memory.memory_reconcile('text-user', NULL, NULL, NULL, 'needs a vector of outside-4d', model => 'outside-4d');
 \set VERBOSITY default
 DELETE FROM agent_memory.embedding_models WHERE name = 'not-installed';
+
+-- The embedding cache: the same text under the same model is embedded once, across calls and
+-- users; it holds a keyed hash of each text, never the text.
+SELECT entries > 0 AS has_entries, hits IS NOT NULL AS counted FROM agent_memory.memory_embed_stats();
+SELECT hits AS hits_before FROM agent_memory.memory_embed_stats() \gset
+SELECT vector_dims(agent_memory.memory_embed('Prefers neovim as editor')) AS dims;
+SELECT hits > :hits_before AS a_hit FROM agent_memory.memory_embed_stats();
+SELECT count(*) AS columns_of_text FROM pg_attribute
+ WHERE attrelid = 'agent_memory.embedding_cache'::regclass AND attnum > 0 AND atttypid = 'text'::regtype AND attname <> 'model';
+
+-- Erasure: the user's words are nowhere afterwards, in any table, the cache included.
+SELECT action FROM agent_memory.memory_reconcile('text-user', NULL, NULL, NULL, 'Keeps a zebrafinch called Pip');
+SELECT count(*) AS cached_before FROM agent_memory.embedding_cache c, agent_memory.lock_salt s
+ WHERE c.text_hash = sha256(s.receipt_key || convert_to('Keeps a zebrafinch called Pip', 'UTF8'));
+SELECT memories > 0 AS erased FROM agent_memory.memory_erase('text-user');
+SELECT count(*) AS cached_after FROM agent_memory.embedding_cache c, agent_memory.lock_salt s
+ WHERE c.text_hash = sha256(s.receipt_key || convert_to('Keeps a zebrafinch called Pip', 'UTF8'));
+SELECT c.relname AS still_holds_the_words FROM pg_class c
+ WHERE c.relnamespace = 'agent_memory'::regnamespace AND c.relkind = 'r'
+   AND query_to_xml(format('SELECT * FROM %s', c.oid::regclass), true, false, '')::text LIKE '%zebrafinch%';

@@ -31,6 +31,20 @@ fn memory_embed(text: Option<&str>, model: default!(Option<&str>, "NULL")) -> Op
     embed_texts(&[Some(text.to_string())], model).or_raise().pop().flatten().map(VectorResult)
 }
 
+/// The embedding cache: its entries, and the hits and misses of every process since the server
+/// started (NULL without `shared_preload_libraries = 'agent_memory'`, which holds the counters).
+/// A hit is a text found in this process's recent embeddings or in the shared cache.
+#[pg_extern(volatile, parallel_safe, name = "memory_embed_stats")]
+#[search_path(pg_catalog, pg_temp)]
+fn memory_embed_stats() -> TableIterator<'static, (name!(entries, i64), name!(hits, Option<i64>), name!(misses, Option<i64>))> {
+    let (entries, counts) = Spi::connect_mut(|client| {
+        crate::version::require_current_schema(client)?;
+        crate::embedder::stats(client)
+    })
+    .or_raise();
+    TableIterator::once((entries, counts.map(|c| c.0 as i64), counts.map(|c| c.1 as i64)))
+}
+
 /// The embeddings of `texts`, one row per input in order (`ordinal` from 1; NULL for a NULL
 /// text), computed together: texts of similar length run through the model in batches.
 #[pg_extern(stable, parallel_restricted, name = "memory_embed")]

@@ -482,7 +482,7 @@ fn purge<D: Driver>(d: &mut D, dry_run: bool, batch: i64) -> Result<i64> {
 /// which mark what a pack may hold.
 fn purge_batch(c: &mut pgrx::spi::SpiClient<'_>, batch: i64, minutes: i32) -> Result<i64> {
     let (users, models): (Option<Vec<String>>, Option<Vec<String>>) =
-        crate::locks::with_secret(c, PURGE_LOCK_USERS, &[batch.into(), minutes.into()])?
+        crate::locks::as_owner(c, PURGE_LOCK_USERS, &[batch.into(), minutes.into()])?
             .first()
             .get_two()
             .map_err(spi("locking the packs of the purged users"))?;

@@ -76,6 +76,20 @@ pub fn sees_user(client: &mut pgrx::spi::SpiClient<'_>, user: &str) -> Result<bo
 
 const SEES_EVERY_USER: &str = "SELECT agent_memory.sees_every_user()";
 
+/// The embedding models of a user's active memories (the call's own first), read through the
+/// recall index.
+const USER_MODELS: &str = "SELECT array_agg(m.embedding_model ORDER BY m.embedding_model <> $2, m.embedding_model) \
+       FROM (SELECT DISTINCT embedding_model FROM agent_memory.memories WHERE user_id = $1 AND active) m";
+
+/// The models the user has active memories of, `model` first when it is one of them.
+pub fn user_models(client: &mut pgrx::spi::SpiClient<'_>, user: &str, model: &str) -> Result<Vec<String>> {
+    let models: Option<Vec<Option<String>>> = crate::error::first_value(
+        crate::plans::read(client, USER_MODELS, &[user.into(), model.into()]).map_err(spi("reading the user's models"))?,
+    )
+    .map_err(spi("reading the user's models"))?;
+    Ok(models.unwrap_or_default().into_iter().flatten().collect())
+}
+
 /// Whether the current role sees every user (a superuser, an admin, a worker).
 pub fn sees_every_user(client: &mut pgrx::spi::SpiClient<'_>) -> Result<bool> {
     if crate::pg::is_superuser() {
@@ -458,7 +472,10 @@ pub fn recall(user_id: Option<&str>, query: Option<&VectorDatum>, opts: RecallOp
         // A call reads the user's packs when there are some, and the exact rows only of the
         // memories that can make the vector ranking, and of those whose words the packs cannot
         // count (see api/pack.rs). Task lineage and the recency channel need every row.
-        let packed = if lineage.is_none() && recency.is_none() && gucs::packed_recall() {
+        // Words do not depend on an embedding model: a keyword-only call searches the user's
+        // memories of every model.
+        let models = if channels == Channels::Keyword { user_models(client, user, &model)? } else { vec![model.clone()] };
+        let packed = if lineage.is_none() && recency.is_none() && gucs::packed_recall() && models.len() == 1 && models[0] == model {
             let mut side = keyword.as_mut().map(|scan| crate::api::pack::KeywordSide {
                 scan,
                 similarities: (channels == Channels::Hybrid).then_some(&mut similarities),
@@ -480,41 +497,50 @@ pub fn recall(user_id: Option<&str>, query: Option<&VectorDatum>, opts: RecallOp
         if let Some(p) = &packed {
             seen = p.read;
         }
-        let complete = packed.is_some()
-            || crate::scan::for_each_candidate(user, &model, kinds.as_deref(), now, |c| {
-                if c.archived && !include_archived {
+        let mut visit = |c: &crate::scan::Candidate| {
+            if c.archived && !include_archived {
+                return Ok(true);
+            }
+            if lineage.is_some() {
+                let task = c.task_id();
+                if !in_lineage(&lineage, untasked, task.as_deref()) {
                     return Ok(true);
                 }
-                if lineage.is_some() {
-                    let task = c.task_id();
-                    if !in_lineage(&lineage, untasked, task.as_deref()) {
-                        return Ok(true);
+            }
+            seen += 1;
+            if exact_limit != usize::MAX && seen == CHECK_SIZE_AT.min(exact_limit) + 1 {
+                index = crate::api::index::model_index(client, &model)?;
+                if index.is_some() {
+                    if crate::scan::count_entries(user, &model, exact_limit + 1)? > exact_limit {
+                        return Ok(false);
                     }
+                    index = None;
                 }
-                seen += 1;
-                if exact_limit != usize::MAX && seen == CHECK_SIZE_AT.min(exact_limit) + 1 {
-                    index = crate::api::index::model_index(client, &model)?;
-                    if index.is_some() {
-                        if crate::scan::count_entries(user, &model, exact_limit + 1)? > exact_limit {
-                            return Ok(false);
-                        }
-                        index = None;
-                    }
+            }
+            if channels != Channels::Keyword {
+                let similarity = vector.offer_candidate(c, &q, &model, min_similarity, now, &mut scratch)?;
+                if channels == Channels::Hybrid {
+                    similarities.push((c.id, similarity as f32));
                 }
-                if channels != Channels::Keyword {
-                    let similarity = vector.offer_candidate(c, &q, &model, min_similarity, now, &mut scratch)?;
-                    if channels == Channels::Hybrid {
-                        similarities.push((c.id, similarity as f32));
-                    }
+            }
+            if let Some(kw) = keyword.as_mut() {
+                kw.add(c.id, &c.content());
+            }
+            if let Some(r) = recency.as_mut() {
+                r.push(Ranked { id: c.id, score: c.last_hit as f64, similarity: 0.0 });
+            }
+            Ok(true)
+        };
+        let mut complete = packed.is_some();
+        if !complete {
+            complete = true;
+            for m in &models {
+                if !crate::scan::for_each_candidate(user, m, kinds.as_deref(), now, &mut visit)? {
+                    complete = false;
+                    break;
                 }
-                if let Some(kw) = keyword.as_mut() {
-                    kw.add(c.id, &c.content());
-                }
-                if let Some(r) = recency.as_mut() {
-                    r.push(Ranked { id: c.id, score: c.last_hit as f64, similarity: 0.0 });
-                }
-                Ok(true)
-            })?;
+            }
+        }
         let mut path = "exact";
         let mut vector_ranked = Vec::new();
         if channels != Channels::Keyword {
@@ -530,6 +556,14 @@ pub fn recall(user_id: Option<&str>, query: Option<&VectorDatum>, opts: RecallOp
                     if d != q.len() {
                         return Err(dimension_mismatch(q.len(), &model, d));
                     }
+                }
+                // No silent empty answer: the user's memories may be of other models.
+                let others: Vec<String> = user_models(client, user, &model)?.into_iter().filter(|m| *m != model).collect();
+                if !others.is_empty() {
+                    pgrx::notice!(
+                        "user \"{user}\" has no memories of embedding model \"{model}\", and has memories of {}; name one with model => ..., or recall by words alone (query_text => ..., with a NULL query), which searches every model",
+                        others.iter().map(|m| format!("\"{m}\"")).collect::<Vec<_>>().join(", ")
+                    );
                 }
             }
             vector_ranked = vector.finish(per_channel);

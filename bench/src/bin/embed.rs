@@ -1,0 +1,193 @@
+//! Text in, measured (`bench/run.sh embed`). Conditions: the release build preloaded on the
+//! benchmark server, all-MiniLM-L6-v2 installed (scripts/setup.sh), one thread per process
+//! (`agent_memory.embed_threads = 1`, the default), the eval conversations in `AGENT_MEMORY_EVAL`.
+//!
+//! 1. In this process, with the extension's own embedder crate: the model's load time; one short
+//!    sentence at a time; the eval's turns one at a time and in batches of 32 (sorted by length).
+//! 2. On the server: `memory_recall` with a question as text beside the same call with the
+//!    question's vector and words (what the text costs), and a repeated question.
+//! 3. The resident memory of 8 connections that each embedded (VmRSS of their backends), beside an
+//!    idle backend's.
+
+use std::time::{Duration, Instant};
+
+use agent_memory_bench::{percentile_ms, table};
+use agent_memory_embed::{EmbedError, Model, Options};
+use agent_memory_tests::{connect, fresh_db};
+
+fn model_dir() -> std::path::PathBuf {
+    let out = std::process::Command::new("pg_config").arg("--sharedir").output().expect("pg_config");
+    std::path::PathBuf::from(String::from_utf8(out.stdout).unwrap().trim()).join("agent_memory/models/all-MiniLM-L6-v2")
+}
+
+fn turns() -> Vec<String> {
+    let dir = std::env::var("AGENT_MEMORY_EVAL").unwrap_or_else(|_| "../shared/eval/conversations".into());
+    let mut out = Vec::new();
+    for i in 1..=5 {
+        let Ok(text) = std::fs::read_to_string(format!("{dir}/conversation-{i}.json")) else { continue };
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        out.extend(v["turns"].as_array().unwrap().iter().map(|t| t["text"].as_str().unwrap().to_string()));
+    }
+    out
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.2}", d.as_secs_f64() * 1000.0)
+}
+
+fn rss_kb(pid: i32) -> i64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status.lines().find(|l| l.starts_with("VmRSS:")).and_then(|l| l.split_whitespace().nth(1)).and_then(|n| n.parse().ok()).unwrap_or(-1)
+}
+
+fn main() {
+    std::env::set_var("RAYON_NUM_THREADS", "1");
+    let mut out = String::from("## Text in: embedding inside the server\n\n");
+    let none = || Ok::<(), EmbedError>(());
+
+    // 1. The embedder in this process.
+    let t = Instant::now();
+    let model = Model::load(&model_dir(), Options::default()).expect("the model (scripts/setup.sh installs it)");
+    let load = t.elapsed();
+    let sentence = "The user said she moved to Lisbon last spring and prefers neovim as her editor now";
+    let pieces = model.tokens(sentence).unwrap();
+    model.embed(&[sentence], none).unwrap();
+    let mut one: Vec<Duration> = (0..50)
+        .map(|_| {
+            let t = Instant::now();
+            model.embed(&[sentence], none).unwrap();
+            t.elapsed()
+        })
+        .collect();
+    one.sort();
+    let turns = turns();
+    let sample: Vec<&str> = turns.iter().take(320).map(String::as_str).collect();
+    let avg_pieces = sample.iter().map(|t| model.tokens(t).unwrap()).sum::<usize>() as f64 / sample.len().max(1) as f64;
+    let t = Instant::now();
+    for s in &sample {
+        model.embed(&[*s], none).unwrap();
+    }
+    let singly = t.elapsed();
+    let t = Instant::now();
+    model.embed(&sample, none).unwrap();
+    let batched = t.elapsed();
+    let per_s = |d: Duration| format!("{:.0}", sample.len() as f64 / d.as_secs_f64());
+    out += &format!("In one process, one thread (candle {}, f32): model load {} ms.\n\n", "0.11", ms(load));
+    out += &table(
+        &["what", "figure", "aim"],
+        &[
+            vec![
+                format!("one sentence of {pieces} word pieces, p50 / p95"),
+                format!("{:.2} / {:.2} ms", percentile_ms(&one, 0.5), percentile_ms(&one, 0.95)),
+                "≤ 5 ms (20 pieces)".into(),
+            ],
+            vec![
+                format!("{} eval turns one at a time (mean {avg_pieces:.0} pieces)", sample.len()),
+                format!("{} turns/s", per_s(singly)),
+                "".into(),
+            ],
+            vec![
+                format!("the same turns in batches of {}, sorted by length", agent_memory_embed::BATCH),
+                format!("{} turns/s", per_s(batched)),
+                "≥ 300/s per core".into(),
+            ],
+        ],
+    );
+    out += "\n";
+
+    // 2. On the server.
+    let mut c = fresh_db("am_bench_embed");
+    c.batch_execute("SET client_min_messages = warning").unwrap();
+    let facts: Vec<serde_json::Value> = turns.iter().take(400).map(|t| serde_json::json!({"content": t, "kind": "episodic"})).collect();
+    let t = Instant::now();
+    c.query(
+        "SELECT * FROM agent_memory.memory_reconcile_batch('bench-user', $1::text::jsonb)",
+        &[&serde_json::Value::Array(facts).to_string()],
+    )
+    .unwrap();
+    let write = t.elapsed();
+    let questions =
+        ["what did she say about the support group?", "when is the next trip?", "which books does he like?", "how is the new job going?"];
+    c.query("SELECT count(*) FROM agent_memory.memory_recall('bench-user', 'warm up', 5, touch => false)", &[]).unwrap();
+    let (mut text, mut vector, mut repeated) = (Vec::new(), Vec::new(), Vec::new());
+    for round in 0..10 {
+        for q in questions {
+            let fresh = format!("{q} ({round})");
+            let emb: pgvector::Vector = c.query_one("SELECT agent_memory.memory_embed($1)", &[&fresh]).unwrap().get(0);
+            let t = Instant::now();
+            c.query("SELECT id FROM agent_memory.memory_recall('bench-user', $1::text, 10, touch => false)", &[&fresh]).unwrap();
+            text.push(t.elapsed());
+            let t = Instant::now();
+            c.query(
+                "SELECT id FROM agent_memory.memory_recall('bench-user', $1::vector, 10, model => 'all-MiniLM-L6-v2', query_text => $2, touch => false)",
+                &[&emb, &fresh],
+            )
+            .unwrap();
+            vector.push(t.elapsed());
+            let t = Instant::now();
+            c.query("SELECT id FROM agent_memory.memory_recall('bench-user', $1::text, 10, touch => false)", &[&q]).unwrap();
+            repeated.push(t.elapsed());
+        }
+    }
+    for v in [&mut text, &mut vector, &mut repeated] {
+        v.sort();
+    }
+    out += &format!(
+        "On the server ({} memories of one user written as text in one batch: {} ms, {:.1} ms a memory):\n\n",
+        400,
+        ms(write),
+        write.as_secs_f64() * 1000.0 / 400.0
+    );
+    out += &table(
+        &["memory_recall, k = 10", "p50", "p95"],
+        &[
+            vec![
+                "question as text (embedded by the server, hybrid)".into(),
+                format!("{:.2} ms", percentile_ms(&text, 0.5)),
+                format!("{:.2} ms", percentile_ms(&text, 0.95)),
+            ],
+            vec![
+                "the same question's vector and words (the baseline)".into(),
+                format!("{:.2} ms", percentile_ms(&vector, 0.5)),
+                format!("{:.2} ms", percentile_ms(&vector, 0.95)),
+            ],
+            vec![
+                "a question asked again (no embedding cache yet: embedded again)".into(),
+                format!("{:.2} ms", percentile_ms(&repeated, 0.5)),
+                format!("{:.2} ms", percentile_ms(&repeated, 0.95)),
+            ],
+        ],
+    );
+    out += &format!("\nWhat the text adds: {:.2} ms at p50.\n\n", percentile_ms(&text, 0.5) - percentile_ms(&vector, 0.5));
+
+    // 3. Memory of 8 connections that embed at once.
+    let idle = connect("am_bench_embed");
+    let mut idle = idle;
+    let idle_pid: i32 = idle.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
+    let idle_rss = rss_kb(idle_pid);
+    let handles: Vec<_> = (0..8)
+        .map(|i| {
+            std::thread::spawn(move || {
+                let mut c = connect("am_bench_embed");
+                let pid: i32 = c.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
+                c.query("SELECT agent_memory.memory_embed($1)", &[&format!("connection {i} embeds a sentence")]).unwrap();
+                (c, pid)
+            })
+        })
+        .collect();
+    let conns: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    let rss: Vec<i64> = conns.iter().map(|(_, pid)| rss_kb(*pid)).collect();
+    let total: i64 = rss.iter().sum();
+    out += &format!(
+        "Memory: an idle backend {:.0} MB resident; each of 8 connections after embedding {:.0}–{:.0} MB, {:.0} MB for the 8 (each process holds its own copy of the model's weights).\n",
+        idle_rss as f64 / 1024.0,
+        *rss.iter().min().unwrap() as f64 / 1024.0,
+        *rss.iter().max().unwrap() as f64 / 1024.0,
+        total as f64 / 1024.0
+    );
+    drop(conns);
+    println!("{}", out.lines().last().unwrap_or_default());
+    if let Ok(path) = std::env::var("BENCH_OUT") {
+        std::fs::write(path, &out).unwrap();
+    }
+}
