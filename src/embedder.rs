@@ -140,9 +140,12 @@ impl From<EmbedError> for MemoryError {
 /// Texts a process keeps the embeddings of, besides the shared cache (the most recent ones).
 const LOCAL_ENTRIES: usize = 2048;
 
+/// Embeddings by (model, text).
+type Recent = HashMap<(String, String), Rc<Vec<f32>>>;
+
 thread_local! {
     /// This process's recent embeddings by (model, text): a repeated question costs a hash.
-    static LOCAL: RefCell<HashMap<(String, String), Rc<Vec<f32>>>> = RefCell::new(HashMap::new());
+    static LOCAL: RefCell<Recent> = RefCell::new(HashMap::new());
 }
 
 /// The shared cache's entries of `texts` (keyed by SHA-256 of the secret receipt key and the text).

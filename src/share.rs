@@ -64,7 +64,9 @@ unsafe impl PGRXSharedMemory for Slots {}
 static SHARE: PgLwLock<Slots> = unsafe { PgLwLock::new(c"agent_memory forgetting share") };
 
 /// The embedding cache's hits and misses since the server started, counted by every process.
+// SAFETY: the names are this library's own.
 static EMBED_HITS: pgrx::PgAtomic<std::sync::atomic::AtomicU64> = unsafe { pgrx::PgAtomic::new(c"agent_memory embedding cache hits") };
+// SAFETY: as above.
 static EMBED_MISSES: pgrx::PgAtomic<std::sync::atomic::AtomicU64> = unsafe { pgrx::PgAtomic::new(c"agent_memory embedding cache misses") };
 /// Whether the shared memory above exists: the library was preloaded (set in the postmaster,
 /// inherited by every process it starts).

@@ -10,7 +10,7 @@
 # Usage: from scripts/test.sh (start before the other tiers, check after them).
 source "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib.sh"
 
-PORT="${AGENT_MEMORY_BYSTANDER_PORT:-28841}"
+PORT="${AGENT_MEMORY_BYSTANDER_PORT:-28843}"
 DB=agent_memory_bystander
 DATA="$(server_dir bystander)/data"
 SOCK="$(server_dir bystander-socket)"
@@ -55,7 +55,7 @@ SQL
 check_all() {
   say "Bystander: scripts/package.sh beside the running server"
   local pkg=ok
-  AGENT_MEMORY_PACKAGE_PORT=28842 bash "$ROOT/scripts/package.sh" >"$STATE/package.log" 2>&1 || pkg=failed
+  AGENT_MEMORY_PACKAGE_PORT=28844 bash "$ROOT/scripts/package.sh" >"$STATE/package.log" 2>&1 || pkg=failed
   check "scripts/package.sh succeeded beside the server" ok "$pkg"
   sleep 2
   touch "$STATE/stop"

@@ -168,7 +168,7 @@ ROWS_SQL="SELECT md5(string_agg(concat_ws('|', id, user_id, kind, subject, objec
 TURNS_SQL="SELECT md5(string_agg(concat_ws('|', id, user_id, session_id, role, content, created_at, metadata), ';' ORDER BY id)) FROM agent_memory.turns"
 RECALL_SQL="SELECT string_agg(id::text, ',' ORDER BY score DESC, id) FROM agent_memory.memory_recall('ann', '[1,0.1,0,0]', 5, model => 'm4', decay => 'none', touch => false)"
 COUNTS_SQL="SELECT (SELECT count(*) FROM agent_memory.memories) || ' ' || (SELECT count(*) FROM agent_memory.turns) || ' ' ||
-                   (SELECT count(*) FROM agent_memory.runs) || ' ' || (SELECT count(*) FROM agent_memory.embedding_models) || ' ' ||
+                   (SELECT count(*) FROM agent_memory.runs) || ' ' || (SELECT count(*) FROM agent_memory.embedding_models WHERE name <> 'all-MiniLM-L6-v2') || ' ' ||
                    (SELECT count(*) FROM agent_memory.maintenance_state)"
 before_counts="$(q "$COUNTS_SQL")"
 before_turns="$(q "$TURNS_SQL")"
@@ -219,6 +219,8 @@ fi
 
 say "Upgrade: the data"
 check "every row is kept (memories, turns, runs, models, maintenance)" "$before_counts" "$(q "$COUNTS_SQL")"
+check "the text model is registered, with its folder" "384 all-MiniLM-L6-v2 true" \
+  "$(q "SELECT dimensions || ' ' || folder || ' ' || seeded FROM agent_memory.embedding_models WHERE name = 'all-MiniLM-L6-v2'")"
 check "every memory is as it was, in 0.1.0's columns" "$before_rows" "$(q "$ROWS_SQL")"
 check "the turns are unchanged" "$before_turns" "$(q "$TURNS_SQL")"
 check "the chain is unchanged" "$before_chain" \

@@ -181,7 +181,8 @@ SELECT * FROM agent_memory.memory_reconcile(NULL, 'user', 'editor', 'vim', 'Uses
 \echo :LAST_ERROR_SQLSTATE
 SELECT * FROM agent_memory.memory_reconcile('err-user', 'user', 'editor', 'vim', NULL, '[1,0,0,0]'::vector);
 \echo :LAST_ERROR_SQLSTATE
-SELECT * FROM agent_memory.memory_reconcile('err-user', 'user', 'editor', 'vim', 'Uses vim', NULL::vector);
+-- Without an embedding the server embeds the content, with a model it has files for: not demo4.
+SELECT * FROM agent_memory.memory_reconcile('err-user', 'user', 'editor', 'vim', 'Uses vim', NULL::vector, model => 'demo4');
 \echo :LAST_ERROR_SQLSTATE
 SELECT * FROM agent_memory.memory_reconcile('err-user', 'user', 'editor', 'vim', 'Uses vim', '[0,0,0,0]'::vector);
 \echo :LAST_ERROR_SQLSTATE

@@ -82,8 +82,10 @@ fn load_data(dir: &std::path::Path) -> (Vec<Conversation>, Vec<Question>) {
 }
 
 /// Loads every conversation as one user, turns of all users interleaved in time order. With
-/// `aged`, each turn's `expires_at` is what the retention rule gave it when it was said.
-fn load(c: &mut Client, convs: &[Conversation], aged: bool) -> HashMap<(String, String), i64> {
+/// `aged`, each turn's `expires_at` is what the retention rule gave it when it was said. With
+/// `text`, the turns' embeddings are not the shipped ones: the server embeds every turn's text
+/// (`memory_embed(content[])`, the default text model) as it inserts it.
+fn load(c: &mut Client, convs: &[Conversation], aged: bool, text: bool) -> HashMap<(String, String), i64> {
     c.batch_execute(
         "SET client_min_messages = warning;
          DROP EXTENSION IF EXISTS agent_memory CASCADE; CREATE EXTENSION agent_memory CASCADE;
@@ -101,10 +103,20 @@ fn load(c: &mut Client, convs: &[Conversation], aged: bool) -> HashMap<(String, 
     w.finish().unwrap();
     let expiry =
         if aged { "x.t + agent_memory.memory_retention('episodic', agent_memory.memory_importance(x.content), false)" } else { "NULL" };
+    let (emb, embedded) = if text {
+        (
+            "v.embedding",
+            "JOIN agent_memory.memory_embed((SELECT array_agg(e.content ORDER BY e.conv, e.ord) FROM eval_turns e)) v \
+               ON v.ordinal = x.n",
+        )
+    } else {
+        ("x.emb", "")
+    };
     c.batch_execute(&format!(
         "INSERT INTO agent_memory.memories (user_id, kind, content, emb, embedding_model, created_at, last_hit_at, source, expires_at)
-         SELECT 'conversation-' || x.conv, 'episodic', x.content, x.emb, '{MODEL}', x.t, x.t, x.turn_id, {expiry}
-           FROM (SELECT e.*, now() - (max(e.at) OVER (PARTITION BY e.conv) + interval '1 day' - e.at) AS t FROM eval_turns e) x
+         SELECT 'conversation-' || x.conv, 'episodic', x.content, {emb}, '{MODEL}', x.t, x.t, x.turn_id, {expiry}
+           FROM (SELECT e.*, now() - (max(e.at) OVER (PARTITION BY e.conv) + interval '1 day' - e.at) AS t,
+                        row_number() OVER (ORDER BY e.conv, e.ord) AS n FROM eval_turns e) x {embedded}
           ORDER BY x.t, x.conv, x.ord"
     ))
     .unwrap();
@@ -133,6 +145,12 @@ const MODES: &[Mode] = &[
     Mode { name: "`memory_recall(..., query_text => q)` hybrid defaults", sql: Some("SELECT id FROM agent_memory.memory_recall($1, $2::vector, 10, model => $4, touch => false, query_text => $3)") },
     Mode { name: "`memory_recall(NULL query, query_text => q)` keyword only", sql: Some("SELECT id FROM agent_memory.memory_recall($1, CASE WHEN false THEN $2::vector END, 10, model => $4, touch => false, query_text => $3)") },
 ];
+
+/// Text only: the question as text, embedded by the server, on turns the server embedded.
+const TEXT_MODE: Mode = Mode {
+    name: "`memory_recall(user, 'question', 10)` text only (server-embedded)",
+    sql: Some("SELECT id FROM agent_memory.memory_recall($1, $3::text, 10, touch => false)"),
+};
 
 /// Per mode: per category (0 = all) the sums of recall@5 and @10 and the count.
 type Scores = Vec<BTreeMap<i64, (f64, f64, usize)>>;
@@ -276,7 +294,9 @@ fn passes(c: &mut Client) -> String {
 /// The ranked rows of one recall mode's SQL for a question (`$3` is its text when the mode uses it).
 fn run_mode(c: &mut Client, sql: &str, q: &Question) -> Result<Vec<postgres::Row>, postgres::Error> {
     let v = Vector::from(q.emb.clone());
-    if sql.contains("$3") {
+    if !sql.contains("$2") {
+        c.query(&sql.replace("$3", "$2"), &[&q.user, &q.text])
+    } else if sql.contains("$3") {
         c.query(sql, &[&q.user, &v, &q.text, &MODEL])
     } else {
         c.query(&sql.replace("$4", "$3"), &[&q.user, &v, &MODEL])
@@ -303,7 +323,7 @@ fn main() {
     let all: Vec<&Mode> = MODES.iter().collect();
     let started = std::time::Instant::now();
 
-    let ids = load(&mut c, &convs, false);
+    let mut ids = load(&mut c, &convs, false, false);
     // QUALITY_SQL: a statement run after loading (for experiments).
     if let Ok(sql) = std::env::var("QUALITY_SQL") {
         c.batch_execute(&sql).unwrap();
@@ -321,6 +341,35 @@ fn main() {
     println!("{line}");
     report += &line;
 
+    // The same questions through text alone: every turn embedded by the server as it is written,
+    // every question given as text (QUALITY_NO_TEXT=1 skips it).
+    if std::env::var("QUALITY_NO_TEXT").is_err() {
+        let t = std::time::Instant::now();
+        let text_ids = load(&mut c, &convs, false, true);
+        let loaded = t.elapsed().as_secs_f64();
+        let text_mode = [&TEXT_MODE];
+        let t = std::time::Instant::now();
+        let scores = ask(&mut c, &convs, &questions, &text_ids, &text_mode);
+        let asked = t.elapsed().as_secs_f64();
+        let text10 = scores[0].get(&0).map(|(_, r10, n)| r10 / *n as f64).unwrap_or(0.0);
+        let title = "Through text alone: turns embedded by the server as they are written, questions as text";
+        let line = format!(
+            "Turns inserted with `emb` from `memory_embed(content[])` ({loaded:.0} s for {} turns, packs and VACUUM included), \
+             then each question as text ({asked:.0} s for {} questions). recall@10 {text10:.3} against {hybrid10:.3} for hybrid \
+             recall with the shipped vectors: a difference of {:.3}.\n\n",
+            convs.iter().map(|c| c.turns.len()).sum::<usize>(),
+            questions.len(),
+            (text10 - hybrid10).abs()
+        );
+        println!("\n## {title}\n\n{line}");
+        report += &format!("\n## {title}\n\n{line}");
+        report += &table(HEADER, &score_rows(&text_mode, &scores));
+        // The later scenarios start from the shipped vectors again.
+        if !only_before {
+            ids = load(&mut c, &convs, false, false);
+        }
+    }
+
     let product: Vec<&Mode> = MODES.iter().filter(|m| m.sql.is_some()).collect();
     for (title, aged) in if only_before {
         vec![]
@@ -330,7 +379,7 @@ fn main() {
             ("Time as well as size: each turn's `expires_at` from the retention rule at the time it was said, then both passes", true),
         ]
     } {
-        let ids = if aged { load(&mut c, &convs, true) } else { ids.clone() };
+        let ids = if aged { load(&mut c, &convs, true, false) } else { ids.clone() };
         let what = passes(&mut c);
         let (gone, total) = evidence_gone(&mut c, &questions, &ids);
         println!(
