@@ -361,6 +361,19 @@ DECLARE
     registered integer;
     canonical  text;
 BEGIN
+    -- A memory written without an embedding (INSERT or COPY of its content, or an UPDATE that
+    -- sets emb to NULL) is embedded here, from its content: with its embedding_model when the
+    -- server has that model's files, and with agent_memory.text_model when the row was left at
+    -- the default model (agent_memory.default_model), whose vectors come from outside.
+    IF NEW.emb IS NULL AND NEW.content IS NOT NULL THEN
+        IF NEW.embedding_model IS NULL
+           OR (NEW.embedding_model = coalesce(nullif(current_setting('agent_memory.default_model', true), ''), 'default')
+               AND NOT EXISTS (SELECT 1 FROM agent_memory.embedding_models m
+                                WHERE m.name = NEW.embedding_model AND m.folder IS NOT NULL)) THEN
+            NEW.embedding_model := coalesce(nullif(current_setting('agent_memory.text_model', true), ''), 'all-MiniLM-L6-v2');
+        END IF;
+        NEW.emb := agent_memory.memory_embed(NEW.content, NEW.embedding_model);
+    END IF;
     IF TG_OP = 'INSERT' OR NEW.emb OPERATOR(@vs@.<>) OLD.emb
        OR NEW.embedding_model IS DISTINCT FROM OLD.embedding_model THEN
         dims := @vs@.vector_dims(NEW.emb);

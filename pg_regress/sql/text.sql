@@ -60,6 +60,24 @@ SELECT content FROM agent_memory.memory_recall('vector-user', NULL, 3, query_tex
 SELECT count(*) AS text_question_rows FROM agent_memory.memory_recall('vector-user', 'which editor do I use?', 3, touch => false);
 SELECT content FROM agent_memory.memory_recall('vector-user', '[1,0.6,0,0]', 1, model => 'demo-4d', touch => false);
 
+-- Rows written without an embedding: INSERT, COPY and an UPDATE that clears emb embed the
+-- content in the write trigger (the text model for a row left at the default model).
+INSERT INTO agent_memory.memories (user_id, content) VALUES ('insert-user', 'Keeps bees on the roof');
+COPY agent_memory.memories (user_id, kind, content) FROM STDIN;
+insert-user	episodic	Went sailing off Cascais last weekend
+\.
+SELECT content, embedding_model, vector_dims(emb) AS dims,
+       round((emb <=> agent_memory.memory_embed(content))::numeric, 6) AS distance_to_its_text
+  FROM agent_memory.memories WHERE user_id = 'insert-user' ORDER BY id;
+SELECT content FROM agent_memory.memory_recall('insert-user', 'honey and hives', 1, touch => false);
+UPDATE agent_memory.memories SET content = 'Keeps bees and hens on the roof', emb = NULL
+ WHERE user_id = 'insert-user' AND content = 'Keeps bees on the roof';
+SELECT round((emb <=> agent_memory.memory_embed(content))::numeric, 6) AS distance_after_update
+  FROM agent_memory.memories WHERE user_id = 'insert-user' AND content LIKE 'Keeps bees and hens%';
+-- A model whose vectors come from outside cannot embed a row: the row is refused, with a hint.
+INSERT INTO agent_memory.memories (user_id, content, embedding_model) VALUES ('insert-user', 'no vector', 'outside-only');
+\echo :LAST_ERROR_SQLSTATE
+
 -- Errors: a model the server cannot embed with, a model not installed, an empty question.
 \set VERBOSITY default
 SELECT agent_memory.memory_embed('x', model => 'no-such-model');

@@ -238,10 +238,8 @@ fn evidence_gone(c: &mut Client, questions: &[Question], ids: &HashMap<(String, 
     (list.len() - live as usize, list.len())
 }
 
-/// memory_context with a 1,000-token budget for each question, in the conversation's last
-/// session: the share of each question's evidence inside the context (by the turn a working row
-/// is, or the turn a long-term memory was loaded from).
-fn context_share(c: &mut Client, questions: &[Question]) -> f64 {
+/// The conversations' turns as the working memory of their sessions (`agent_memory.turns`).
+fn load_turns(c: &mut Client) {
     c.batch_execute(
         "DELETE FROM agent_memory.turns;
          INSERT INTO agent_memory.turns (user_id, session_id, role, content, created_at, metadata)
@@ -249,6 +247,13 @@ fn context_share(c: &mut Client, questions: &[Question]) -> f64 {
            FROM (SELECT e.*, now() - (max(e.at) OVER (PARTITION BY e.conv) + interval '1 day' - e.at) AS t FROM eval_turns e) x",
     )
     .unwrap();
+}
+
+/// memory_context with a 1,000-token budget for each question, in the conversation's last
+/// session: the share of each question's evidence inside the context (by the turn a working row
+/// is, or the turn a long-term memory was loaded from).
+fn context_share(c: &mut Client, questions: &[Question]) -> f64 {
+    load_turns(c);
     let mut total = 0.0;
     for q in questions {
         let session: String = c
@@ -367,6 +372,7 @@ fn main() {
         // The later scenarios start from the shipped vectors again.
         if !only_before {
             ids = load(&mut c, &convs, false, false);
+            load_turns(&mut c);
         }
     }
 
