@@ -23,15 +23,18 @@ SELECT 'ada: "I switched to neovim"' AS said, action FROM agent_memory.memory_re
 UNION ALL
 SELECT 'ada: "not dark anymore"', action
   FROM agent_memory.memory_reconcile('ada', 'ada', 'theme', NULL, 'No longer likes a dark theme', negate => true);
+\echo 'A plain INSERT of the words is a complete write too: the write trigger embeds the content.'
+INSERT INTO agent_memory.memories (user_id, content) VALUES ('ada', 'Has a cat called Miso');
 \echo 'Session 3: questions in plain words; the server embeds each and ranks its words too:'
 SELECT q.question, r.content AS "memory_recall(ada, question, 1)"
-  FROM (VALUES (1, 'which editor do I use?'), (2, 'where do I live now?'), (3, 'how should you answer me?')) q(n, question),
+  FROM (VALUES (1, 'which editor do I use?'), (2, 'where do I live now?'), (3, 'how should you answer me?'),
+               (4, 'do I have any pets?')) q(n, question),
        LATERAL agent_memory.memory_recall('ada', q.question, 1) r
  ORDER BY q.n;
 \echo 'What the model''s prompt gets for "help me set up my editor" (memory_context, 200 tokens):'
 SELECT agent_memory.memory_record_turn('ada', 'session-3', 'user', 'help me set up my editor') IS NOT NULL AS turn_recorded \g /dev/null
 SELECT position, channel, content FROM agent_memory.memory_context('ada', 'session-3', 'help me set up my editor', token_budget => 200);
-\echo 'ada''s memories: the vim and dark-theme facts retired (kept, not deleted), three active.'
+\echo 'ada''s memories: the vim and dark-theme facts retired (kept, not deleted), four active.'
 SELECT content, active, retired_reason FROM agent_memory.memories WHERE user_id = 'ada' ORDER BY id;
 
 \echo
