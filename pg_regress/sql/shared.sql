@@ -137,6 +137,25 @@ RESET agent_memory.user_id;
 RESET ROLE;
 SELECT agent_memory.unbind_role('shared_app_b') AS unbound;
 
+-- 8. Text in, as a tenant's role: a writer's text writes (reconcile, a plain INSERT) and text
+--    questions are embedded by the server; the embedding cache they fill is no role's to read,
+--    and another tenant's text question finds nothing of them.
+SET ROLE shared_app_b;
+SET agent_memory.user_id = 'sh-bob';
+SELECT action FROM agent_memory.memory_reconcile('sh-bob', NULL, NULL, NULL, 'Bob keeps a parrot named Kiwi');
+INSERT INTO agent_memory.memories (user_id, content) VALUES ('sh-bob', 'Bob repairs old bicycles');
+SELECT content FROM agent_memory.memory_recall('sh-bob', 'what kind of bird does he have?', 1, touch => false);
+SELECT content FROM agent_memory.memory_recall('sh-bob', 'fixing bikes', 1, touch => false);
+SELECT entries > 0 AS cache_used FROM agent_memory.memory_embed_stats();
+\set VERBOSITY sqlstate
+SELECT count(*) FROM agent_memory.embedding_cache;
+\set VERBOSITY default
+SET ROLE shared_app_a;
+SET agent_memory.user_id = 'sh-dave';
+SELECT count(*) AS bob_rows_seen_by_another_tenant FROM agent_memory.memory_recall('sh-bob', 'what kind of bird does he have?', 5, touch => false);
+RESET agent_memory.user_id;
+RESET ROLE;
+
 SELECT agent_memory.revoke_access('shared_app_a') IS NOT NULL, agent_memory.revoke_access('shared_app_b') IS NOT NULL,
        agent_memory.revoke_access('shared_admin') IS NOT NULL;
 DROP ROLE shared_app_a;
