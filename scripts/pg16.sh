@@ -18,15 +18,8 @@ if [ -x "$PG_CONFIG16" ] && [ -x "$PREFIX/bin/postgres" ] && [ -f "$PREFIX/inclu
 fi
 [ -f "$TARBALL" ] || die "PostgreSQL 16's source is not at $TARBALL (set AGENT_MEMORY_PG16_TARBALL)"
 say "PostgreSQL 16 from $TARBALL into $PREFIX (several minutes, once)" >&2
-missing=()
-for p in bison flex libreadline-dev zlib1g-dev make gcc; do
-  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
-done
-if [ "${#missing[@]}" -gt 0 ]; then
-  as_root apt-get update -qq >/dev/null 2>&1 || true
-  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null 2>&1 \
-    || die "apt-get install ${missing[*]} failed"
-fi
+# (stdout carries only the path of pg_config)
+apt_install bison flex libreadline-dev zlib1g-dev make gcc >&2 || die "installing PostgreSQL 16's build dependencies failed"
 src="$ROOT/target/postgresql-16-src"
 rm -rf "$src" && mkdir -p "$src"
 tar -xzf "$TARBALL" -C "$src" --strip-components=1 || die "unpacking $TARBALL failed"

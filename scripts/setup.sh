@@ -4,22 +4,6 @@
 # for the server. Idempotent: a second run only checks and skips.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-APT_UPDATED=0
-apt_install() {
-  local missing=()
-  for p in "$@"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-  done
-  [ ${#missing[@]} -eq 0 ] && return 0
-  if [ "$APT_UPDATED" -eq 0 ]; then as_root apt-get update -qq; APT_UPDATED=1; fi
-  note "apt-get install ${missing[*]}"
-  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-}
-
-apt_has() {  # whether the package index knows a package
-  apt-cache show "$1" >/dev/null 2>&1
-}
-
 say "System packages"
 command -v apt-get >/dev/null || die "this script needs a Debian or Ubuntu machine (apt-get)"
 if [ "$(id -u)" -ne 0 ] && ! command -v sudo >/dev/null; then die "run as root, or install sudo"; fi

@@ -155,6 +155,11 @@ const TEXT_MODE: Mode = Mode {
 /// Per mode: per category (0 = all) the sums of recall@5 and @10 and the count.
 type Scores = Vec<BTreeMap<i64, (f64, f64, usize)>>;
 
+/// One mode's mean recall@10 over all questions.
+fn overall_recall10(mode: &BTreeMap<i64, (f64, f64, usize)>) -> f64 {
+    mode.get(&0).map(|(_, r10, n)| r10 / *n as f64).unwrap_or(0.0)
+}
+
 fn ask(c: &mut Client, convs: &[Conversation], questions: &[Question], ids: &HashMap<(String, String), i64>, modes: &[&Mode]) -> Scores {
     let by_id: HashMap<i64, String> = ids.iter().map(|((_, t), id)| (*id, t.clone())).collect();
     let mut scores: Scores = vec![BTreeMap::new(); modes.len()];
@@ -338,7 +343,7 @@ fn main() {
     report += "## Before maintenance\n\n";
     report += &table(HEADER, &score_rows(&all, &before));
     let share = context_share(&mut c, &questions);
-    let hybrid10 = before[3].get(&0).map(|(_, r10, n)| r10 / *n as f64).unwrap_or(0.0);
+    let hybrid10 = overall_recall10(&before[3]);
     let line = format!(
         "\n`memory_context(user, last session, query, query_text, token_budget => 1000)`: {share:.3} of each question's evidence is inside the context \
          (the last session's last 8 turns, then the best long-term memories that fit; hybrid recall@10: {hybrid10:.3}).\n"
@@ -356,7 +361,7 @@ fn main() {
         let t = std::time::Instant::now();
         let scores = ask(&mut c, &convs, &questions, &text_ids, &text_mode);
         let asked = t.elapsed().as_secs_f64();
-        let text10 = scores[0].get(&0).map(|(_, r10, n)| r10 / *n as f64).unwrap_or(0.0);
+        let text10 = overall_recall10(&scores[0]);
         let title = "Through text alone: turns embedded by the server as they are written, questions as text";
         let line = format!(
             "Turns inserted with `emb` from `memory_embed(content[])` ({loaded:.0} s for {} turns, packs and VACUUM included), \
