@@ -8,6 +8,10 @@
 
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA agent_memory FROM PUBLIC;
 
+-- The write trigger asks whether a memory written without an embedding waits for the worker
+-- (agent_memory.embed_async); every role that writes memories evaluates it.
+GRANT EXECUTE ON FUNCTION agent_memory.embed_later(text) TO PUBLIC;
+
 -- The delete and update triggers that keep packs honest (see memories_mark_stale in
 -- schema.sql), skipped while forgetting's purge, expiry and eviction mark their own writes in
 -- one statement. Every role that deletes or updates evaluates the condition.

@@ -48,7 +48,7 @@ CREATE TABLE agent_memory.memories (
     predicate       text,
     object          text,
     content         text        NOT NULL,
-    emb             vector      NOT NULL,
+    emb             vector,
     embedding_model text        NOT NULL
                     DEFAULT coalesce(nullif(current_setting('agent_memory.default_model', true), ''), 'default'),
     importance      real        NOT NULL CHECK (importance >= 0::real AND importance <= 1::real),
@@ -98,7 +98,7 @@ COMMENT ON COLUMN agent_memory.memories.subject IS 'Structured key of a fact: wh
 COMMENT ON COLUMN agent_memory.memories.predicate IS 'Structured key of a fact: which property (NULL for free text).';
 COMMENT ON COLUMN agent_memory.memories.object IS 'Structured key of a fact: the value (NULL for free text).';
 COMMENT ON COLUMN agent_memory.memories.content IS 'The memory as text, as it is given to the model.';
-COMMENT ON COLUMN agent_memory.memories.emb IS 'Embedding of content (pgvector); its dimension is that of embedding_model.';
+COMMENT ON COLUMN agent_memory.memories.emb IS 'Embedding of content (pgvector); its dimension is that of embedding_model. NULL while the background worker has yet to embed it (agent_memory.embed_async): keyword recall finds it meanwhile.';
 COMMENT ON COLUMN agent_memory.memories.embedding_model IS 'Model that made emb; a query only meets memories of its own model.';
 COMMENT ON COLUMN agent_memory.memories.importance IS 'Importance in [0, 1]; recall multiplies the score by 0.8 + 0.4 × importance. Left NULL on insert: the importance rule (memory_importance).';
 COMMENT ON COLUMN agent_memory.memories.protected IS 'Hard fact (identity, time zone, language, taboo): never expired or evicted.';
@@ -122,6 +122,8 @@ COMMENT ON COLUMN agent_memory.memories.object_key IS 'For a fact of a many-valu
 -- reads the ids from the index to match them with the packed embeddings). last_hit_at and
 -- hit_count are in no index, so recall's refresh of them is a HOT update.
 CREATE INDEX memories_user_model_active ON agent_memory.memories (user_id, embedding_model, id) WHERE active;
+-- (0.7.0) The memories the background worker has yet to embed (agent_memory.embed_async).
+CREATE INDEX memories_unembedded ON agent_memory.memories (id) WHERE emb IS NULL;
 -- One active fact per (user, subject, predicate) for a single-valued predicate, and per
 -- (user, subject, predicate, value) for a many-valued one, whatever the concurrency; also the
 -- exact lookup of reconciliation.
@@ -362,9 +364,11 @@ DECLARE
     canonical  text;
 BEGIN
     -- A memory written without an embedding (INSERT or COPY of its content, or an UPDATE that
-    -- sets emb to NULL) is embedded here, from its content: with its embedding_model when the
-    -- server has that model's files, and with agent_memory.text_model when the row was left at
-    -- the default model (agent_memory.default_model), whose vectors come from outside.
+    -- sets emb to NULL) is embedded from its content: with its embedding_model when the server
+    -- has that model's files, and with agent_memory.text_model when the row was left at the
+    -- default model (agent_memory.default_model), whose vectors come from outside. It is
+    -- embedded here, or (0.7.0) under agent_memory.embed_async by the background worker, in
+    -- batches: until then emb stays NULL and only keyword recall finds the memory.
     IF NEW.emb IS NULL AND NEW.content IS NOT NULL THEN
         IF NEW.embedding_model IS NULL
            OR (NEW.embedding_model = coalesce(nullif(current_setting('agent_memory.default_model', true), ''), 'default')
@@ -372,10 +376,12 @@ BEGIN
                                 WHERE m.name = NEW.embedding_model AND m.folder IS NOT NULL)) THEN
             NEW.embedding_model := coalesce(nullif(current_setting('agent_memory.text_model', true), ''), 'all-MiniLM-L6-v2');
         END IF;
-        NEW.emb := agent_memory.memory_embed(NEW.content, NEW.embedding_model);
+        IF NOT agent_memory.embed_later(NEW.embedding_model) THEN
+            NEW.emb := agent_memory.memory_embed(NEW.content, NEW.embedding_model);
+        END IF;
     END IF;
-    IF TG_OP = 'INSERT' OR NEW.emb OPERATOR(@vs@.<>) OLD.emb
-       OR NEW.embedding_model IS DISTINCT FROM OLD.embedding_model THEN
+    IF NEW.emb IS NOT NULL AND (TG_OP = 'INSERT' OR NEW.emb OPERATOR(@vs@.<>) OLD.emb
+       OR OLD.emb IS NULL OR NEW.embedding_model IS DISTINCT FROM OLD.embedding_model) THEN
         dims := @vs@.vector_dims(NEW.emb);
         SELECT m.dimensions INTO registered FROM agent_memory.embedding_models m WHERE m.name = NEW.embedding_model;
         IF registered IS NULL THEN

@@ -76,8 +76,9 @@ fn load_error(spec: &Spec, e: EmbedError) -> MemoryError {
     }
 }
 
-/// Reads the model's row, and loads the model (once per process, again when its row changed).
-fn model(client: &mut SpiClient<'_>, name: &str) -> Result<(Rc<Model>, usize)> {
+/// Reads the model's row: its spec and dimension (an error for a model the server cannot embed
+/// with: not registered, or without a folder).
+fn spec(client: &mut SpiClient<'_>, name: &str) -> Result<(Spec, i32)> {
     let e = spi("reading the embedding model");
     let table = crate::plans::read(client, MODEL_ROW, &[name.into()]).map_err(&e)?;
     if table.is_empty() {
@@ -100,7 +101,19 @@ fn model(client: &mut SpiClient<'_>, name: &str) -> Result<(Rc<Model>, usize)> {
     };
     let path = PathBuf::from(&folder);
     let folder = if path.is_absolute() { path } else { models_folder().join(path) };
-    let spec = Spec { name: name.to_string(), folder, pooling, max_tokens: max_tokens.max(2) as usize };
+    Ok((Spec { name: name.to_string(), folder, pooling, max_tokens: max_tokens.max(2) as usize }, dims))
+}
+
+/// Whether the server can embed with `model` without loading it now: its row names a folder
+/// that holds the model's files (an error for a model that has no row or no folder).
+pub fn has_files(client: &mut SpiClient<'_>, name: &str) -> Result<bool> {
+    let (spec, _) = spec(client, name)?;
+    Ok(["config.json", "tokenizer.json", "model.safetensors"].iter().all(|f| spec.folder.join(f).is_file()))
+}
+
+/// Reads the model's row, and loads the model (once per process, again when its row changed).
+fn model(client: &mut SpiClient<'_>, name: &str) -> Result<(Rc<Model>, usize)> {
+    let (spec, dims) = spec(client, name)?;
     if let Some(m) = MODELS.with(|m| m.borrow().get(name).filter(|(s, _)| *s == spec).map(|(_, m)| m.clone())) {
         return Ok((m, dims as usize));
     }

@@ -74,6 +74,13 @@ static EMBED_THREADS: GucSetting<i32> = GucSetting::<i32>::new(1);
 /// `agent_memory.embed_cache_size`: entries the embedding cache keeps (default 100,000; 0 turns it
 /// off).
 static EMBED_CACHE_SIZE: GucSetting<i32> = GucSetting::<i32>::new(100_000);
+/// `agent_memory.embed_async`: whether a memory written without an embedding is embedded by the
+/// background worker, in batches, instead of by its write (default off).
+static EMBED_ASYNC: GucSetting<bool> = GucSetting::<bool>::new(false);
+/// `agent_memory.embed_interval`: how often the worker looks for memories to embed (ms; default 1 s).
+static EMBED_INTERVAL: GucSetting<i32> = GucSetting::<i32>::new(1000);
+/// `agent_memory.embed_batch_size`: memories the worker embeds per transaction (default 64).
+static EMBED_BATCH_SIZE: GucSetting<i32> = GucSetting::<i32>::new(64);
 /// `agent_memory.user_id`: the user the session works for; row-level security shows a role
 /// without maintenance rights only that user's rows (default empty: none).
 static SESSION_USER: GucSetting<Option<std::ffi::CString>> = GucSetting::<Option<std::ffi::CString>>::new(None);
@@ -373,6 +380,34 @@ pub fn init() {
         &EMBED_CACHE_SIZE,
         0,
         100_000_000,
+        GucContext::Sighup,
+        GucFlags::default(),
+    );
+    GucRegistry::define_bool_guc(
+        c"agent_memory.embed_async",
+        c"Whether a memory written without an embedding is embedded later by the background worker, in batches.",
+        c"Off: the write embeds it (INSERT, COPY, a text reconcile). On: the row is stored with emb NULL, found by keyword recall at once and by vector recall once the worker has embedded it.",
+        &EMBED_ASYNC,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"agent_memory.embed_interval",
+        c"How often the background worker looks for memories written without an embedding.",
+        c"",
+        &EMBED_INTERVAL,
+        10,
+        3_600_000,
+        GucContext::Sighup,
+        GucFlags::UNIT_MS,
+    );
+    GucRegistry::define_int_guc(
+        c"agent_memory.embed_batch_size",
+        c"Memories the background worker embeds in one transaction.",
+        c"Texts of one batch are embedded together, sorted by length.",
+        &EMBED_BATCH_SIZE,
+        1,
+        10_000,
         GucContext::Sighup,
         GucFlags::default(),
     );
@@ -739,6 +774,18 @@ pub fn model_path() -> Option<String> {
 
 pub fn embed_cache_size() -> i64 {
     EMBED_CACHE_SIZE.get().max(0) as i64
+}
+
+pub fn embed_async() -> bool {
+    EMBED_ASYNC.get()
+}
+
+pub fn embed_interval() -> std::time::Duration {
+    std::time::Duration::from_millis(EMBED_INTERVAL.get().max(10) as u64)
+}
+
+pub fn embed_batch_size() -> i64 {
+    EMBED_BATCH_SIZE.get().max(1) as i64
 }
 
 pub fn embed_threads() -> usize {

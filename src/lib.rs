@@ -7,10 +7,15 @@
 //! * [`gucs`]: every `agent_memory.*` setting;
 //! * [`error`]: every error, with its SQLSTATE and hint;
 //! * [`plans`]: prepared statements kept for the life of the backend;
+//! * [`recall`]: recall's pipeline (candidates → channels → fusion → decay → touch), and its
+//!   packed path; `api::recall` and `api::context` are its SQL glue;
 //! * [`scan`]: the direct index scan recall reads its candidates with;
+//! * [`embedder`]: the models the server embeds text with (loading, the cache); the inference
+//!   itself is the `agent_memory_embed` crate;
 //! * [`locks`]: the advisory lock keys (per user, per job), salted with a secret;
 //! * [`runs`]: how forgetting and consolidation run their batches, their lock and run rows;
-//! * [`worker`]: the background workers that run them on a schedule;
+//! * [`worker`]: the background workers that run them on a schedule, rebuild packs and embed
+//!   the memories written without an embedding;
 //! * [`share`]: what a worker's forgetting pass shares with its helper, in shared memory;
 //! * [`version`]: the installed schema's version against the library's (upgrades).
 //!
@@ -28,6 +33,7 @@ pub mod json;
 pub mod locks;
 pub mod pg;
 pub mod plans;
+pub mod recall;
 pub mod runs;
 pub mod scan;
 pub mod share;

@@ -28,6 +28,9 @@ const LOCK_PACK: &str = concat!("SELECT pg_catalog.pg_advisory_xact_lock(", key!
 /// The user's erasure lock, shared, until the end of the transaction: held by every rebuild of
 /// the user's derived data; `agent_memory.erasure_lock` takes it alone.
 const LOCK_ERASE_SHARED: &str = concat!("SELECT pg_catalog.pg_advisory_xact_lock_shared(", key!("agent_memory.erase:"), ")");
+/// The user's erasure lock, shared, until the end of the transaction, or false when an erasure
+/// holds it: the worker's embedding pass skips the user's rows then (the erasure drops them).
+pub const TRY_LOCK_ERASE_SHARED: &str = concat!("SELECT pg_catalog.pg_try_advisory_xact_lock_shared(", key!("agent_memory.erase:"), ")");
 /// Waits for the user's lock until the end of the transaction.
 const LOCK_USER: &str = concat!("SELECT pg_catalog.pg_advisory_xact_lock(", key!("agent_memory.user:"), ")");
 /// Takes the job's lock until the end of the transaction, or returns false.
@@ -57,8 +60,8 @@ pub fn as_owner<'c>(client: &mut SpiClient<'c>, sql: &'static str, args: &[pgrx:
 /// Waits for `user`'s lock until the end of the transaction, after checking that the current
 /// role may name the user (42501 otherwise): a role holds only the locks of its own users.
 pub fn user(client: &mut SpiClient<'_>, user: &str) -> Result<()> {
-    if !crate::api::recall::sees_user(client, user)? {
-        return Err(crate::api::recall::not_your_user(user));
+    if !crate::recall::sees_user(client, user)? {
+        return Err(crate::recall::not_your_user(user));
     }
     as_owner(client, LOCK_USER, &[user.into()])?;
     Ok(())

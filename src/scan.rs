@@ -37,8 +37,9 @@ pub struct Candidate {
     pub expired: bool,
     /// Where the row version is (its `ctid`), for a write that follows in the same transaction.
     pub tid: pg_sys::ItemPointerData,
-    /// The `emb` datum, pointing into the pinned buffer (or a toast pointer).
-    emb: pg_sys::Datum,
+    /// The `emb` datum, pointing into the pinned buffer (or a toast pointer); `None` while the
+    /// memory waits for the background worker to embed it (`agent_memory.embed_async`).
+    emb: Option<pg_sys::Datum>,
     /// The `content` datum (a `text`), in the buffer or a toast pointer.
     content: pg_sys::Datum,
     /// The `kind` datum (`text`).
@@ -58,10 +59,13 @@ pub struct Candidate {
 // candidate is only lent to the callback (it cannot be copied out), so what these return is
 // valid for as long as the candidate is.
 impl Candidate {
-    /// `memories.emb` (a `vector`).
-    pub fn emb(&self) -> Result<crate::vector::VectorDatum> {
-        // SAFETY: the datum is the row's `emb`, of type `vector` (see above).
-        unsafe { crate::vector::VectorDatum::from_datum(self.emb, crate::vector::Element::F32) }
+    /// `memories.emb` (a `vector`), or `None` while the memory is not yet embedded.
+    pub fn emb(&self) -> Result<Option<crate::vector::VectorDatum>> {
+        match self.emb {
+            // SAFETY: the datum is the row's `emb`, of type `vector` (see above).
+            Some(d) => unsafe { crate::vector::VectorDatum::from_datum(d, crate::vector::Element::F32) }.map(Some),
+            None => Ok(None),
+        }
     }
 
     /// `memories.content`.
@@ -493,7 +497,9 @@ unsafe fn candidate(
         if expired && live_only {
             return None;
         }
-        let (Some(id), Some(emb), Some(kind), Some(content)) = (get(cols.id), get(cols.emb), get(cols.kind), get(cols.content)) else {
+        // A memory not yet embedded is a candidate of the keyword channel only.
+        let emb = get(cols.emb);
+        let (Some(id), Some(kind), Some(content)) = (get(cols.id), get(cols.kind), get(cols.content)) else {
             return None;
         };
         let kind_name: &str = <&str as pgrx::FromDatum>::from_datum(kind, false).unwrap_or("");
@@ -502,7 +508,9 @@ unsafe fn candidate(
                 return None;
             }
         }
-        prefetch_varlena(emb);
+        if let Some(e) = emb {
+            prefetch_varlena(e);
+        }
         Some(Candidate {
             id: id.value() as i64,
             importance: get(cols.importance).map(|d| f32::from_bits(d.value() as u32)).unwrap_or(0.0),

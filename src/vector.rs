@@ -358,8 +358,8 @@ fn raw_vector_datum(values: &[f32]) -> pg_sys::Datum {
     }
 }
 
-/// A `vector[]` datum holding one vector per row, for set-based writes (`unnest($n)`), with the
-/// OID of pgvector's array type.
+/// A `vector[]` datum holding one vector per row (NULL for an empty row), for set-based writes
+/// (`unnest($n)`), with the OID of pgvector's array type.
 pub fn new_vector_array(rows: &[Vec<f32>]) -> crate::error::Result<pgrx::datum::DatumWithOid<'static>> {
     let elem = vector_type_oid()?;
     // SAFETY: plain catalog lookups for a valid type OID.
@@ -370,10 +370,29 @@ pub fn new_vector_array(rows: &[Vec<f32>]) -> crate::error::Result<pgrx::datum::
     let (mut len, mut byval, mut align) = (0i16, false, 0 as std::ffi::c_char);
     // SAFETY: fills the three out-parameters for a valid type OID.
     unsafe { pg_sys::get_typlenbyvalalign(elem, &mut len, &mut byval, &mut align) };
-    let mut datums: Vec<pg_sys::Datum> = rows.iter().map(|r| new_vector_datum(r)).collect::<crate::error::Result<_>>()?;
-    // SAFETY: `datums` holds `rows.len()` valid vector datums of the element type described by
-    // (len, byval, align); construct_array copies them into a new palloc'd array.
-    let array = unsafe { pg_sys::construct_array(datums.as_mut_ptr(), datums.len() as i32, elem, len as i32, byval, align) };
+    // An empty row is a NULL element (a memory the background worker embeds later).
+    let mut nulls: Vec<bool> = rows.iter().map(|r| r.is_empty()).collect();
+    let mut datums: Vec<pg_sys::Datum> = rows
+        .iter()
+        .map(|r| if r.is_empty() { Ok(pg_sys::Datum::from(0usize)) } else { new_vector_datum(r) })
+        .collect::<crate::error::Result<_>>()?;
+    let (mut dims, mut lbs) = ([datums.len() as i32], [1i32]);
+    // SAFETY: `datums` and `nulls` hold `rows.len()` entries, each a valid vector datum of the
+    // element type described by (len, byval, align) where its null flag is false;
+    // construct_md_array copies them into a new palloc'd one-dimensional array.
+    let array = unsafe {
+        pg_sys::construct_md_array(
+            datums.as_mut_ptr(),
+            nulls.as_mut_ptr(),
+            1,
+            dims.as_mut_ptr(),
+            lbs.as_mut_ptr(),
+            elem,
+            len as i32,
+            byval,
+            align,
+        )
+    };
     // SAFETY: `array` is a valid array of `array_type`.
     Ok(unsafe { pgrx::datum::DatumWithOid::new(pg_sys::Datum::from(array), array_type) })
 }

@@ -1,7 +1,8 @@
 //! The background workers: one per database of `agent_memory.worker_databases`, each running
 //! forgetting every `agent_memory.forget_interval`, consolidation every
 //! `agent_memory.consolidate_interval`, and the rebuild of out-of-date packs (recall's packed
-//! embeddings) every `agent_memory.pack_interval`.
+//! embeddings) every `agent_memory.pack_interval`, and the embedding of memories written without
+//! one (`agent_memory.embed_async`) every `agent_memory.embed_interval`.
 //!
 //! A launcher (connected to no database) starts them: each database's worker once the database
 //! exists, so a database that is not created yet is waited for quietly (a worker started for a
@@ -662,9 +663,62 @@ fn run_pack_pass(role: &str) {
     }
 }
 
+/// The longest one embedding pass runs before the other jobs get their turn.
+const EMBED_PASS_LIMIT: Duration = Duration::from_secs(10);
+
+/// Embeds the memories written without an embedding, a batch per transaction
+/// (`api::embed::embed_pending`), until none is left, the pass has run `EMBED_PASS_LIMIT`, or
+/// the worker is asked to stop. A model that fails is reported once per pass and its rows are
+/// passed over (they stay found by keyword recall) until a later pass.
+fn run_embed_pass(role: &str) {
+    let started = Instant::now();
+    let (mut after, mut total) = (i64::MIN, 0i64);
+    let mut said: Vec<String> = Vec::new();
+    loop {
+        reload_config_if_asked();
+        if shutdown_requested() || started.elapsed() > EMBED_PASS_LIMIT {
+            break;
+        }
+        match batch_as(role, |c| crate::api::embed::embed_pending(c, after, gucs::embed_batch_size())) {
+            Ok(b) => {
+                if total == 0 && b.embedded > 0 {
+                    crate::pg::report_activity(Some("agent_memory: embedding memories"));
+                }
+                total += b.embedded;
+                for (model, why) in b.failed {
+                    if !said.contains(&model) {
+                        warning!("agent_memory: memories of model \"{model}\" wait for their embedding: {why}");
+                        said.push(model);
+                    }
+                }
+                match b.last_id {
+                    Some(id) => after = id,
+                    None => break,
+                }
+            }
+            Err(e) => {
+                warning!("agent_memory: embedding memories failed: {}", e.message);
+                break;
+            }
+        }
+    }
+    if total > 0 {
+        log!("agent_memory: embedded {total} memories in {:.1} s", started.elapsed().as_secs_f64());
+    }
+}
+
 /// Runs the jobs that are due; returns how long to sleep until the next one.
-fn run_due_jobs(role: &str, since: Instant, last_pack: &mut Option<Instant>) -> Duration {
+fn run_due_jobs(role: &str, since: Instant, last_pack: &mut Option<Instant>, last_embed: &mut Option<Instant>) -> Duration {
     let mut sleep = MAX_SLEEP;
+    let every = gucs::embed_interval();
+    match last_embed.map(|t| t.elapsed()) {
+        Some(e) if e < every => sleep = sleep.min(every - e),
+        _ => {
+            run_embed_pass(role);
+            *last_embed = Some(Instant::now());
+            sleep = sleep.min(every);
+        }
+    }
     let interval = gucs::pack_interval();
     match last_pack.map(|t| t.elapsed()) {
         Some(e) if e < interval => sleep = sleep.min(interval - e),
@@ -730,6 +784,7 @@ pub extern "C-unwind" fn agent_memory_worker_main(_arg: pg_sys::Datum) {
     let mut said_missing = false;
     let mut said_outdated = false;
     let mut last_pack = None;
+    let mut last_embed = None;
     loop {
         reload_config_if_asked();
         if shutdown_requested() {
@@ -759,7 +814,7 @@ pub extern "C-unwind" fn agent_memory_worker_main(_arg: pg_sys::Datum) {
                         orphans_marked = true;
                     }
                     if gucs::workers_enabled() {
-                        sleep = run_due_jobs(&role, since, &mut last_pack);
+                        sleep = run_due_jobs(&role, since, &mut last_pack, &mut last_embed);
                     }
                 }
                 Err(e) => warning!("agent_memory: could not look for the extension: {}", e.message),

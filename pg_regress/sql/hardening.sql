@@ -173,10 +173,11 @@ SELECT * FROM agent_memory.memory_erase(NULL);
 \echo :LAST_ERROR_SQLSTATE
 
 -- The access model: PUBLIC may run nothing (but the check of its own rights that row-level
--- security uses, and the condition of the delete trigger); grant_access gives a role one of three levels.
+-- security uses, the condition of the delete trigger, and the write trigger's question whether a row
+-- waits for the worker's embedding); grant_access gives a role one of three levels.
 SELECT count(*) AS public_execute FROM pg_proc p
  WHERE p.pronamespace = 'agent_memory'::regnamespace AND has_function_privilege('public', p.oid, 'EXECUTE')
-   AND p.proname NOT IN ('sees_every_user', 'pack_deletes_marked', 'session_user_id');
+   AND p.proname NOT IN ('sees_every_user', 'pack_deletes_marked', 'session_user_id', 'embed_later');
 CREATE ROLE hardening_reader;
 CREATE ROLE hardening_writer;
 SELECT agent_memory.grant_access('hardening_reader', 'reader');

@@ -124,3 +124,53 @@ SELECT memories > 0 AS erased FROM agent_memory.memory_erase('text-user');
 SELECT count(*) AS cached_after FROM agent_memory.embedding_cache c, agent_memory.lock_salt s
  WHERE c.text_hash = sha256(s.receipt_key || convert_to('Keeps a zebrafinch called Pip', 'UTF8'));
 SELECT pg_temp.tables_holding('zebrafinch') AS after_the_erasure;
+
+-- Asynchronous embedding (agent_memory.embed_async): a memory written without an embedding is
+-- stored at once with emb NULL, for the background worker (none runs in this database). Keyword
+-- recall finds it meanwhile; vector recall does not; packs, consolidation and forgetting pass it
+-- over; a model without files is still refused at the write.
+SET agent_memory.embed_async = on;
+INSERT INTO agent_memory.memories (user_id, content) VALUES ('async-user', 'Plays the theremin on Sundays');
+SELECT action FROM agent_memory.memory_reconcile('async-user', NULL, NULL, NULL, 'Grows chillies on the balcony');
+SELECT action FROM agent_memory.memory_reconcile('async-user', 'user', 'city', 'Porto', 'Lives in Porto');
+SELECT ordinal, action, version FROM agent_memory.memory_reconcile_batch('async-user', '[{"content": "Reads Portuguese poetry"}]');
+SELECT content, emb IS NULL AS waiting, embedding_model, version FROM agent_memory.memories
+ WHERE user_id = 'async-user' ORDER BY id;
+-- The same text again is the same memory (exact content), and a fact's key still decides.
+SELECT action FROM agent_memory.memory_reconcile('async-user', NULL, NULL, NULL, 'Grows chillies on the balcony');
+SELECT action FROM agent_memory.memory_reconcile('async-user', 'user', 'city', 'Braga', 'Lives in Braga');
+SELECT content, predicate, active, emb IS NULL AS waiting FROM agent_memory.memories WHERE user_id = 'async-user' AND subject IS NOT NULL ORDER BY id;
+-- Words find them at once; a vector finds none yet.
+SELECT content FROM agent_memory.memory_recall('async-user', NULL, 3, query_text => 'theremin');
+SELECT content FROM agent_memory.memory_recall('async-user', 'who plays the theremin?', 2);
+SELECT count(*) AS by_vector FROM agent_memory.memory_recall('async-user',
+       agent_memory.memory_embed('who plays the theremin?'), 5, model => 'all-MiniLM-L6-v2');
+SELECT count(*) > 0 AS has_context FROM agent_memory.memory_context('async-user', 's1', 'chillies on the balcony');
+SELECT agent_memory.memory_pack('async-user', 'all-MiniLM-L6-v2') >= 0 AS packed;
+SELECT content FROM agent_memory.memory_recall('async-user', NULL, 1, query_text => 'chillies balcony');
+SELECT count(*) >= 0 AS consolidated FROM agent_memory.memory_consolidate(dry_run => true);
+SELECT count(*) >= 0 AS forgotten FROM agent_memory.memory_forget(dry_run => true);
+\set VERBOSITY sqlstate
+INSERT INTO agent_memory.memories (user_id, content, embedding_model) VALUES ('async-user', 'no files for this model', 'outside-4d');
+\set VERBOSITY default
+-- A vector written with the row is kept, async or not.
+INSERT INTO agent_memory.memories (user_id, content, emb, embedding_model)
+VALUES ('async-user', 'Owns a red kayak', agent_memory.memory_embed('Owns a red kayak'), 'all-MiniLM-L6-v2');
+SELECT content FROM agent_memory.memory_recall('async-user',
+       agent_memory.memory_embed('a red kayak'), 1, model => 'all-MiniLM-L6-v2');
+RESET agent_memory.embed_async;
+-- Once embedded (here by an UPDATE the worker would make), vector recall finds it.
+UPDATE agent_memory.memories SET emb = agent_memory.memory_embed(content)
+ WHERE user_id = 'async-user' AND content LIKE 'Plays the theremin%';
+SELECT m.content, m.version FROM agent_memory.memory_recall('async-user',
+       agent_memory.memory_embed('who plays the theremin?'), 1, model => 'all-MiniLM-L6-v2') r
+  JOIN agent_memory.memories m ON m.id = r.id;
+-- An erasure takes the waiting rows too.
+SELECT memories AS erased FROM agent_memory.memory_erase('async-user');
+
+-- New content without a new embedding is embedded anew (a model the server embeds with).
+SELECT memory_id AS kid, version AS kv FROM agent_memory.memory_reconcile('update-user', NULL, NULL, NULL, 'Drives a blue van') \gset
+SELECT agent_memory.memory_update(:kid, :kv, content => 'Rides a green bicycle') AS new_version;
+SELECT round((1 - (emb <=> agent_memory.memory_embed('Rides a green bicycle')))::numeric, 4) AS cosine_to_new_content
+  FROM agent_memory.memories WHERE id = :kid;
+SELECT memories AS erased FROM agent_memory.memory_erase('update-user');

@@ -202,7 +202,10 @@ fn similar_pairs(user: &str, model: &str, threshold: f64, skip: &HashSet<i64>, s
             if skip.contains(&c.id) {
                 return Ok(true);
             }
-            let emb = c.emb()?;
+            // A memory not yet embedded waits for its embedding to be compared.
+            let Some(emb) = c.emb()? else {
+                return Ok(true);
+            };
             if *dims.get_or_insert(emb.dims()) != emb.dims() {
                 return Ok(true);
             }

@@ -14,9 +14,9 @@ use agent_memory_core::context::{pack, Item, Tokenizer};
 use pgrx::datum::TimestampWithTimeZone;
 use pgrx::prelude::*;
 
-use crate::api::recall::{check_user, in_lineage, lineage, recall, RecallOptions};
 use crate::error::{spi, MemoryError, OrRaise, Result};
 use crate::gucs;
+use crate::recall::{check_user, in_lineage, lineage, recall, RecallOptions};
 use crate::vector::{HalfVec, Vector, VectorDatum};
 
 const PROCEDURAL: &str = "\

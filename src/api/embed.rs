@@ -57,3 +57,84 @@ fn memory_embed_batch(
     let vectors = embed_texts(&texts, model).or_raise();
     TableIterator::new(vectors.into_iter().enumerate().map(|(i, v)| (i as i32 + 1, v.map(VectorResult))))
 }
+
+/// For the write trigger: whether a memory of `model` written without an embedding is left for
+/// the background worker to embed (`agent_memory.embed_async` is on and the model's files are
+/// there); false makes the trigger embed it at once (and report a model it cannot load).
+#[pg_extern(stable, parallel_restricted)]
+#[search_path(pg_catalog, pg_temp)]
+fn embed_later(model: Option<&str>) -> bool {
+    let Some(model) = model.filter(|_| crate::gucs::embed_async()) else {
+        return false;
+    };
+    Spi::connect_mut(|client| crate::embedder::has_files(client, model)).unwrap_or(false)
+}
+
+/// The memories written without an embedding, oldest first, after `$1`: locked, skipping those
+/// another transaction holds (an erasure, a write, another pass).
+const PENDING: &str = "SELECT m.id, m.user_id, m.embedding_model, m.content FROM agent_memory.memories m \
+      WHERE m.emb IS NULL AND m.id > $1 ORDER BY m.id LIMIT $2 FOR NO KEY UPDATE SKIP LOCKED";
+const STORE: &str = "UPDATE agent_memory.memories m SET emb = x.emb \
+      FROM unnest($1::bigint[], $2) AS x(id, emb) WHERE m.id = x.id AND m.emb IS NULL RETURNING 1";
+
+/// What one batch of the worker's embedding pass did.
+pub struct EmbedBatch {
+    /// Memories embedded and stored.
+    pub embedded: i64,
+    /// The last id the batch looked at (the next batch starts after it); `None` when none was left.
+    pub last_id: Option<i64>,
+    /// Models the batch could not embed with, and why.
+    pub failed: Vec<(String, String)>,
+}
+
+/// One batch of the worker's embedding pass, in the caller's transaction: up to `limit` memories
+/// written without an embedding (ids after `after`) are embedded, model by model, and stored.
+/// The rows are locked until the transaction ends, so a crash stores nothing of the batch and
+/// the next pass embeds it again, and no row is stored twice. A user being erased is skipped
+/// (the erasure drops the rows), and the user's erasure lock is held shared while the embeddings
+/// go into the cache, so an erasure that follows drops those entries too.
+pub fn embed_pending(client: &mut pgrx::spi::SpiClient<'_>, after: i64, limit: i64) -> Result<EmbedBatch> {
+    use crate::error::spi;
+    use std::collections::BTreeMap;
+    let mut by_model: BTreeMap<String, Vec<(i64, String)>> = BTreeMap::new();
+    let mut users: BTreeMap<String, Vec<(String, i64, String)>> = BTreeMap::new();
+    let mut last_id = None;
+    {
+        let mut table = client.update(PENDING, None, &[after.into(), limit.into()]).map_err(spi("reading the memories to embed"))?;
+        while table.next().is_some() {
+            let id: i64 = table.get(1).map_err(spi("reading id"))?.unwrap_or_default();
+            let user: String = table.get(2).map_err(spi("reading user_id"))?.unwrap_or_default();
+            let model: String = table.get(3).map_err(spi("reading embedding_model"))?.unwrap_or_default();
+            let content: String = table.get(4).map_err(spi("reading content"))?.unwrap_or_default();
+            last_id = Some(id);
+            users.entry(user).or_default().push((model, id, content));
+        }
+    }
+    for (user, rows) in users {
+        let free: Option<bool> =
+            crate::error::first_value(crate::locks::as_owner(client, crate::locks::TRY_LOCK_ERASE_SHARED, &[user.into()])?)
+                .map_err(spi("taking an erasure lock"))?;
+        if free == Some(true) {
+            for (model, id, content) in rows {
+                by_model.entry(model).or_default().push((id, content));
+            }
+        }
+    }
+    let mut embedded = 0;
+    let mut failed = Vec::new();
+    for (model, rows) in by_model {
+        pgrx::check_for_interrupts!();
+        let texts: Vec<&str> = rows.iter().map(|r| r.1.as_str()).collect();
+        match crate::embedder::embed(client, &model, &texts) {
+            Ok(vectors) => {
+                let ids: Vec<i64> = rows.iter().map(|r| r.0).collect();
+                let stored = client
+                    .update(STORE, None, &[ids.into(), crate::vector::new_vector_array(&vectors)?])
+                    .map_err(spi("storing the embeddings"))?;
+                embedded += stored.len() as i64;
+            }
+            Err(e) => failed.push((model, e.message)),
+        }
+    }
+    Ok(EmbedBatch { embedded, last_id, failed })
+}

@@ -1,41 +1,23 @@
-//! Packed embeddings: `memory_pack(user_id, model)`, the worker's pack pass, and recall's
-//! packed path.
+//! Packed embeddings: `memory_pack(user_id, model)` and the worker's pack pass, which build the
+//! packs that recall's packed path reads (`crate::recall::packed`).
 //!
 //! A user's memories are spread over the table as concurrent traffic writes them, so reading
 //! every candidate's row costs one heap page per memory. A pack holds a page's worth of the
 //! user's embeddings quantised to 8 bits (about 14 of 512 dimensions), with the bounds of
-//! `agent_memory_core::pack`. Recall then:
-//!
-//! 1. reads the ids of the user's active memories from the index `memories_user_model_active`
-//!    (the index alone, no rows);
-//! 2. reads the packs, and bounds the score of every memory a pack holds and that is not marked
-//!    stale (`memory_pack_stale`, kept by triggers on the table); the next pack's page is brought
-//!    into the processor's caches while the current one's entries are bounded;
-//! 3. reads exactly (the visible row, with every filter) each memory no pack holds, then the
-//!    packed ones from the highest bound down, until the next bound is below the score the
-//!    ranking must beat.
-//!
-//! A memory left unread cannot be in the result, so results are exact, with or without packs.
-//!
-//! Beside each pack of embeddings, a words row holds the same memories' keyword facts, so a call
-//! with `query_text` counts BM25 from the packs too, for every memory it can prove unchanged
-//! (see `rank_packed`), and reads the rows of the others.
-//!
+//! `agent_memory_core::pack`, and beside it a words row with the same memories' keyword facts.
 //! Packs only make recall faster; the worker rebuilds a pack when enough of the user's memories
-//! are no longer covered by it.
-
-use std::cell::RefCell;
+//! are no longer covered by it. A memory not yet embedded is left out of the packs (recall reads
+//! its row).
 
 use pgrx::datum::TimestampWithTimeZone;
 use pgrx::prelude::*;
 use pgrx::spi::SpiClient;
 
-use agent_memory_core::pack::{self as core_pack, PackWriter, Query};
-use agent_memory_core::scratch::Kept;
+use agent_memory_core::pack::{self as core_pack, PackWriter};
 
-use crate::api::recall::VectorRanker;
 use crate::error::{first_value, spi, MemoryError, OrRaise, Result};
 use crate::gucs;
+use crate::recall::packed::kind_code;
 
 /// A pack row must fit in one heap page (8,160 bytes of tuple), with its other columns.
 const MAX_TUPLE: usize = 8160;
@@ -44,258 +26,6 @@ const ROW_OVERHEAD: usize = 112;
 /// The pack payload budget for a user and model.
 fn payload_budget(user: &str, model: &str) -> usize {
     MAX_TUPLE.saturating_sub(ROW_OVERHEAD + user.len() + model.len())
-}
-
-/// The two parts of a pack, rows of `memory_packs`: the embeddings, and the words of the same
-/// memories (read only when recall counts words).
-const PART_EMBEDDINGS: &str = "embeddings";
-const PART_WORDS: &str = "words";
-
-/// The code of a kind of memory in a pack's keyword facts.
-fn kind_code(kind: &str) -> u8 {
-    match kind {
-        "semantic" => 0,
-        "episodic" => 1,
-        "procedural" => 2,
-        _ => u8::MAX,
-    }
-}
-
-/// The keyword side of a packed hybrid or keyword call.
-pub(crate) struct KeywordSide<'a> {
-    /// The keyword statistics: counted from the packs for the memories they hold, from the
-    /// rows for the others.
-    pub scan: &'a mut agent_memory_core::keyword::KeywordScan,
-    /// The exact similarity of every memory read (hybrid results show it); `None` for a
-    /// keyword-only call. A memory counted from its pack is not in it: a hybrid result among them has its
-    /// similarity read afterwards ([`similarities_of`]), from its place in [`Packed::entries`].
-    pub similarities: Option<&'a mut Vec<(i64, f32)>>,
-}
-
-/// What [`rank_packed`] did: how many rows it read, and the user's index entries (id and place of
-/// each active memory, in id order), where the results' rows are found again.
-pub(crate) struct Packed {
-    pub read: usize,
-    pub entries: Kept<(i64, pg_sys::ItemPointerData)>,
-}
-
-thread_local! {
-    /// The arrays of [`rank_packed`], one entry per memory of the user, kept by the backend for
-    /// the next call ([`agent_memory_core::scratch`]).
-    static ENTRIES: RefCell<Vec<(i64, pg_sys::ItemPointerData)>> = const { RefCell::new(Vec::new()) };
-    static BOUNDED: RefCell<Vec<(f64, u32, u32)>> = const { RefCell::new(Vec::new()) };
-    static COVERED: RefCell<Vec<bool>> = const { RefCell::new(Vec::new()) };
-}
-
-/// Ranks a user's memories through their packs. Returns `None` (nothing done) when the user has
-/// no pack for the model.
-///
-/// With `keyword`, the keyword channel is counted too, and a packed memory is counted from its
-/// pack only when nothing about it can differ from the row this statement sees: the pack has its
-/// terms (made with the call's tokenizer options), it is not marked stale (the triggers mark a
-/// change of the text, kind, archiving or validity), the index has one entry for it, and the
-/// visibility map says that entry's heap page is visible to every transaction (so the entry's
-/// row version is the one the statement sees). Every other memory's row is read, as without
-/// packs. BM25's statistics range over every candidate, so each one is counted exactly once,
-/// from its pack or from its row. An empty `q` ranks by keywords alone.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn rank_packed(
-    user: &str,
-    model: &str,
-    kinds: Option<&[String]>,
-    include_archived: bool,
-    q: &[f32],
-    min_similarity: f64,
-    now: i64,
-    ranker: &mut VectorRanker,
-    mut keyword: Option<&mut KeywordSide<'_>>,
-) -> Result<Option<Packed>> {
-    let mut entries = Kept::take(&ENTRIES);
-    let vector = !q.is_empty();
-    let query = Query::new(q);
-    // (upper bound of the score, first entry, end of its entries): the packed memories.
-    let mut bounded = Kept::take(&BOUNDED);
-    let mut next = 0usize;
-    let Some(mut packs) = crate::scan::PackCursor::open(user, model, PART_EMBEDDINGS)? else {
-        return Ok(None);
-    };
-    let Some(first) = packs.next_with_ahead() else {
-        return Ok(None);
-    };
-    // Memory per call grows with the user's memories (32 bytes each): above packed_limit, the
-    // row-by-row path (or the approximate one) takes over.
-    if !crate::scan::active_entries(user, model, gucs::packed_limit(), &mut entries)? {
-        return Ok(None);
-    }
-    let mut covered = Kept::take(&COVERED);
-    covered.resize(entries.len(), false);
-    // Sized once: these grow with the user's memories, and a vector doubling its way up copies
-    // them again (kept arrays come with the capacity of the backend's last call).
-    bounded.reserve(if vector { entries.len() } else { 0 });
-    if let Some(kw) = keyword.as_mut() {
-        kw.scan.reserve(entries.len());
-    }
-    let stale = crate::scan::stale_ids(user, model)?;
-    let mut fetcher = crate::scan::Fetcher::new()?;
-    let kind_codes: Option<Vec<u8>> = kinds.map(|ks| ks.iter().map(|k| kind_code(k)).collect());
-    // The words packs hold the same memories in the same order, more of them to a pack.
-    let mut words = match keyword {
-        Some(_) => crate::scan::PackCursor::open(user, model, PART_WORDS)?,
-        None => None,
-    };
-    let mut reader = core_pack::WordsReader::default();
-    if words.is_none() {
-        reader.finish();
-    }
-    let mut bytes = Some(first);
-    while let Some((b, ahead)) = bytes.take() {
-        // A pack of another format: its memories stay uncovered and are read exactly.
-        if let Some(pack) = core_pack::Pack::parse(b) {
-            if vector && pack.dims() != q.len() {
-                return Err(crate::api::recall::dimension_mismatch(q.len(), model, pack.dims()));
-            }
-            for i in 0..pack.len() {
-                // The next pack's page comes in while this one's entries are bounded.
-                ahead.prefetch(i, pack.len());
-                let id = pack.id(i);
-                // Packs and entries both come in id order: the match is most often right after
-                // the last one; otherwise search after it (from the start for an id out of order).
-                let from = if next > 0 && entries[next - 1].0 >= id { 0 } else { next };
-                let start = match entries.get(from) {
-                    Some(e) if e.0 < id => from + entries[from..].partition_point(|e| e.0 < id),
-                    _ => from,
-                };
-                let end = start + entries[start..].iter().take_while(|e| e.0 == id).count();
-                next = end;
-                if start == end || stale.binary_search(&id).is_ok() {
-                    continue;
-                }
-                if let Some(kw) = keyword.as_mut() {
-                    let found = loop {
-                        match reader.lookup(id) {
-                            core_pack::Lookup::NeedPack => match words.as_mut().and_then(|w| w.next_pack()) {
-                                Some(b) => reader.load(b, kw.scan.query_terms(), kw.scan.options()),
-                                None => reader.finish(),
-                            },
-                            core_pack::Lookup::Found(at) => break Some(at),
-                            core_pack::Lookup::Missing => break None,
-                        }
-                    };
-                    // Not countable from the pack: the row is read, for both channels.
-                    let Some(at) = found.filter(|_| end == start + 1 && fetcher.all_visible(&entries[start].1)) else {
-                        continue;
-                    };
-                    covered[start] = true;
-                    let f = reader.facts_at(at);
-                    let wanted = kind_codes.as_ref().is_none_or(|ks| ks.contains(&f.kind));
-                    if !wanted || (f.archived && !include_archived) || f.ends_at <= now {
-                        // Not a candidate of this call, in either channel.
-                        continue;
-                    }
-                    kw.scan.add_counted(id, f.len, reader.hits_at(at));
-                }
-                covered[start..end].iter_mut().for_each(|c| *c = true);
-                if !vector {
-                    continue;
-                }
-                let e = pack.entry(i);
-                let (lo, hi) = query.bounds(&e);
-                if hi < min_similarity {
-                    continue;
-                }
-                let (f_lo, f_hi) = ranker.factor_range(e.importance as f64);
-                let ub = core_pack::product_upper_bound(lo, hi, f_lo, f_hi);
-                // A relative allowance for the product's own rounding.
-                bounded.push((ub + ub.abs() * 1e-9, start as u32, end as u32));
-            }
-        }
-        bytes = packs.next_with_ahead();
-    }
-    drop(words);
-    drop(packs);
-    let mut scratch = Vec::new();
-    let mut read = 0usize;
-    // Reads one row: `full` for a memory no pack counted (both channels), else for the vector
-    // ranking only.
-    let mut offer = |fetcher: &mut crate::scan::Fetcher,
-                     tid,
-                     ranker: &mut VectorRanker,
-                     full: bool,
-                     keyword: &mut Option<&mut KeywordSide<'_>>|
-     -> Result<()> {
-        read += 1;
-        if read.is_multiple_of(1024) {
-            pgrx::check_for_interrupts!();
-        }
-        fetcher.fetch(tid, kinds, now, |c| {
-            if c.archived && !include_archived {
-                return Ok(());
-            }
-            if vector {
-                let similarity = ranker.offer_candidate(c, q, model, min_similarity, now, &mut scratch)?;
-                if let Some(sims) = keyword.as_mut().and_then(|k| k.similarities.as_mut()) {
-                    sims.push((c.id, similarity as f32));
-                }
-            }
-            if full {
-                if let Some(kw) = keyword.as_mut() {
-                    kw.scan.add(c.id, &c.content());
-                }
-            }
-            Ok(())
-        })?;
-        Ok(())
-    };
-    for (i, (_, tid)) in entries.iter().enumerate() {
-        if !covered[i] {
-            offer(&mut fetcher, *tid, ranker, true, &mut keyword)?;
-        }
-    }
-    // Highest bound first. Most calls stop after a few dozen, so the bounds are ordered a slice
-    // at a time: the best `chunk` selected and sorted, then the next (twice as many), and so on.
-    let by_bound = |a: &(f64, u32, u32), b: &(f64, u32, u32)| b.0.total_cmp(&a.0);
-    let mut rest = &mut bounded[..];
-    let mut chunk = 64;
-    'ranked: while !rest.is_empty() {
-        let take = rest.len().min(chunk);
-        if take < rest.len() {
-            rest.select_nth_unstable_by(take - 1, by_bound);
-        }
-        let (head, tail) = rest.split_at_mut(take);
-        head.sort_unstable_by(by_bound);
-        for &(ub, start, end) in head.iter() {
-            if ranker.threshold().is_some_and(|t| ub < t) {
-                break 'ranked;
-            }
-            for (_, tid) in &entries[start as usize..end as usize] {
-                offer(&mut fetcher, *tid, ranker, false, &mut keyword)?;
-            }
-        }
-        rest = tail;
-        chunk *= 2;
-    }
-    drop(fetcher);
-    debug1!("agent_memory: recall read {read} of {} memories of the user exactly; packs ruled out the rest", entries.len());
-    Ok(Some(Packed { read, entries }))
-}
-
-/// The exact similarity to `q` of the memories at `places` (visible rows: memories counted from
-/// their packs, found in [`Packed::entries`]), by id.
-pub(crate) fn similarities_of(places: &[(i64, pg_sys::ItemPointerData)], q: &[f32], model: &str) -> Result<Vec<(i64, f32)>> {
-    let mut out = Vec::with_capacity(places.len());
-    if places.is_empty() {
-        return Ok(out);
-    }
-    let mut fetcher = crate::scan::Fetcher::new()?;
-    let mut scratch = Vec::new();
-    for (_, tid) in places {
-        fetcher.fetch(*tid, None, i64::MIN, |c| {
-            let similarity = crate::api::recall::with_similarity(c, q, model, &mut scratch, |s, _| s)?;
-            out.push((c.id, similarity as f32));
-            Ok(())
-        })?;
-    }
-    Ok(out)
 }
 
 /// Whether this backend is running a statement that marks the packed memories it deletes or
@@ -600,7 +330,7 @@ fn pack_user(user_id: Option<&str>, model: Option<&str>) -> Result<i64> {
     let model = model.map(str::trim).filter(|m| !m.is_empty());
     Spi::connect_mut(|client| {
         crate::version::require_current_schema(client)?;
-        if !crate::api::recall::sees_user(client, user)? {
+        if !crate::recall::sees_user(client, user)? {
             return Err(MemoryError::new(
                 PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
                 format!("packing the memories of user \"{user}\" needs maintenance rights"),

@@ -20,9 +20,9 @@ use pgrx::PgSqlErrorCode;
 use serde::Deserialize;
 
 use crate::api::policy::check_kind;
-use crate::api::recall::{check_user, resolve_model};
 use crate::error::{first_value, spi, MemoryError, OrRaise, Result};
 use crate::gucs;
+use crate::recall::{check_user, resolve_model};
 use crate::vector::{new_vector_array, HalfVec, IntoVectorDatum, Vector};
 
 /// One candidate fact, from the single-fact call or one element of a batch.
@@ -415,7 +415,7 @@ impl<'a, 'c> Reconciler<'a, 'c> {
                 Ok(())
             }
             Some(c) => {
-                if !crate::api::recall::sees_every_user(self.client)? {
+                if !crate::recall::sees_every_user(self.client)? {
                     return Err(MemoryError::new(
                         PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
                         format!("predicate \"{name}\" has cardinality '{c}', and only an admin may change it to '{cardinality}'"),
@@ -561,8 +561,8 @@ impl<'a, 'c> Reconciler<'a, 'c> {
                 pgrx::check_for_interrupts!();
                 let id: i64 = table.get(1).map_err(spi("reading id"))?.ok_or_else(|| MemoryError::not_null_column("id"))?;
                 let version: i32 = table.get(2).map_err(spi("reading version"))?.ok_or_else(|| MemoryError::not_null_column("version"))?;
-                let emb = crate::vector::vector_column(&table, 3)?.ok_or_else(|| MemoryError::not_null_column("emb"))?;
-                let unit = emb.with_f32(&mut Vec::new(), vecmath::normalized);
+                // A memory not yet embedded (agent_memory.embed_async) is matched by its key only.
+                let unit = crate::vector::vector_column(&table, 3)?.map(|e| e.with_f32(&mut Vec::new(), vecmath::normalized));
                 let episodic: bool = table.get(4).map_err(spi("reading kind"))?.unwrap_or(false);
                 let object: Option<String> = table.get(5).map_err(spi("reading object"))?;
                 let subject: Option<String> = table.get(6).map_err(spi("reading subject"))?;
@@ -572,7 +572,9 @@ impl<'a, 'c> Reconciler<'a, 'c> {
                     table.get(9).map_err(spi("reading content"))?.ok_or_else(|| MemoryError::not_null_column("content"))?;
                 let key = subject.zip(predicate.clone()).map(|(s, p)| self.row_key(s, p, object_key));
                 found.push((id, RowState { version, active: true, key, content: None, object }));
-                existing.push(KnownRow { slot: Slot::Existing(id), episodic, unit, content, predicate });
+                if let Some(unit) = unit {
+                    existing.push(KnownRow { slot: Slot::Existing(id), episodic, unit, content, predicate });
+                }
             }
             // Rows this call already retired are no candidates.
             existing.retain(|k| self.rows.get(&k.slot).is_none_or(|r| r.active));
@@ -678,7 +680,7 @@ impl<'a, 'c> Reconciler<'a, 'c> {
             object: fact.object.clone(),
         };
         let content = fact.content.clone().unwrap_or_default();
-        if let Some(k) = self.known.as_mut() {
+        if let Some(k) = self.known.as_mut().filter(|_| !unit.is_empty()) {
             k.push_new(KnownRow { slot, episodic, unit: unit.clone(), content: content.clone(), predicate: fact.predicate.clone() });
         }
         self.new_rows.push(NewRow {
@@ -783,10 +785,14 @@ impl<'a, 'c> Reconciler<'a, 'c> {
                     .hint("Leave importance NULL to have it derived from the content."));
             }
         }
+        // An empty emb: the background worker embeds the content (agent_memory.embed_async), and
+        // this fact is matched by its key and exact content only.
         let unit = match &fact.emb {
+            Some(e) if e.is_empty() => Some(Vec::new()),
             Some(e) => Some(self.unit(e)?),
             None => None,
         };
+        let similar = unit.as_ref().filter(|u| !u.is_empty());
         if let Some(action) = &fact.action {
             let action = action.parse::<Action>().map_err(|e| {
                 MemoryError::invalid_parameter(e.to_string())
@@ -816,7 +822,7 @@ impl<'a, 'c> Reconciler<'a, 'c> {
                 }
             }
             if found.is_none() {
-                if let Some(u) = &unit {
+                if let Some(u) = similar {
                     found = self.similar_fact(u, episodic, &predicate, self.reconcile_similarity)?;
                 }
             }
@@ -825,7 +831,7 @@ impl<'a, 'c> Reconciler<'a, 'c> {
                 found = self.as_match(slot, MatchKind::ContentHash);
             }
             if found.is_none() {
-                if let Some(u) = &unit {
+                if let Some(u) = similar {
                     found = self.similar_text(u, episodic, content)?;
                 }
             }
@@ -1156,6 +1162,12 @@ fn call_model(model: Option<&str>, facts: &[Fact]) -> Result<String> {
 pub fn reconcile_all(user_id: Option<&str>, model: Option<&str>, facts: &[Fact]) -> Result<Vec<Outcome>> {
     let user = check_user(user_id)?.to_string();
     let model = call_model(model, facts)?;
+    // An empty emb below marks a fact the worker embeds later: one the caller passed is refused.
+    for f in facts {
+        if let Some(e) = f.emb.as_ref().filter(|e| e.is_empty()) {
+            crate::vector::check_dims(e.len(), "emb")?;
+        }
+    }
     Spi::connect_mut(|client| {
         crate::version::require_current_schema(client)?;
         let texts: Vec<(usize, &str)> = facts
@@ -1168,7 +1180,13 @@ pub fn reconcile_all(user_id: Option<&str>, model: Option<&str>, facts: &[Fact])
         let facts = if texts.is_empty() {
             facts
         } else {
-            let vectors = crate::embedder::embed(client, &model, &texts.iter().map(|t| t.1).collect::<Vec<_>>())?;
+            // Under agent_memory.embed_async the rows are written without an embedding (an empty
+            // one here), for the background worker; a model without files is refused now.
+            let vectors = if gucs::embed_async() && crate::embedder::has_files(client, &model)? {
+                vec![Vec::new(); texts.len()]
+            } else {
+                crate::embedder::embed(client, &model, &texts.iter().map(|t| t.1).collect::<Vec<_>>())?
+            };
             embedded = facts.to_vec();
             for ((i, _), v) in texts.iter().zip(vectors) {
                 embedded[*i].emb = Some(v);

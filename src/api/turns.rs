@@ -4,8 +4,8 @@
 use pgrx::datum::{JsonB, TimestampWithTimeZone};
 use pgrx::prelude::*;
 
-use crate::api::recall::check_user;
 use crate::error::{spi, MemoryError, OrRaise, Result};
+use crate::recall::check_user;
 
 const INSERT: &str = "INSERT INTO agent_memory.turns (user_id, session_id, role, content, created_at, metadata, task_id) \
      VALUES ($1, $2, $3, $4, coalesce($5::timestamptz, now()), coalesce($6, '{}'::jsonb), $7) RETURNING id";

@@ -13,8 +13,14 @@ use pgrx::PgSqlErrorCode;
 use crate::error::{first_value, spi, MemoryError, OrRaise, Result};
 use crate::vector::{vector_type_oid, HalfVec, IntoVectorDatum, Vector, VectorDatum};
 
+/// New content without a new embedding, of a model the server embeds with: emb goes NULL, and
+/// the write trigger embeds the new content (or the worker does, under agent_memory.embed_async).
 const UPDATE: &str = "UPDATE agent_memory.memories SET \
-        object = coalesce($3, object), content = coalesce($4, content), emb = coalesce($5, emb), \
+        object = coalesce($3, object), content = coalesce($4, content), \
+        emb = CASE WHEN $5 IS NOT NULL THEN $5 \
+                   WHEN $4 IS DISTINCT FROM content AND $4 IS NOT NULL AND EXISTS \
+                        (SELECT 1 FROM agent_memory.embedding_models e WHERE e.name = embedding_model AND e.folder IS NOT NULL) \
+                   THEN NULL ELSE emb END, \
         importance = coalesce($6, importance), metadata = coalesce($7, metadata), \
         expires_at = coalesce($8::timestamptz, expires_at), valid_until = coalesce($9::timestamptz, valid_until), \
         protected = coalesce($10, protected) \

@@ -3,7 +3,9 @@
 //! themselves and leave run rows, follow a changed interval after `pg_reload_conf()`, survive a
 //! `kill -9` in the middle of a large pass without a half-done batch or a lost row, never stop
 //! recall and reconcile from working during a pass, show what they run in `pg_stat_activity`,
-//! and have what they change counted in `pg_stat_user_tables` while they live on.
+//! and have what they change counted in `pg_stat_user_tables` while they live on; and embed the
+//! memories written without an embedding (`agent_memory.embed_async`) in batches, through a
+//! `kill -9` in the middle, storing each embedding once.
 //!
 //! Worker settings are changed with ALTER SYSTEM and a reload, as an operator would, and reset
 //! at the end. The tests run one at a time (`--test-threads=1`): they share the workers.
@@ -34,6 +36,8 @@ fn reset_settings(c: &mut Client) {
         "batch_pause",
         "forget_helper",
         "pack_interval",
+        "embed_interval",
+        "embed_batch_size",
     ] {
         c.batch_execute(&format!("ALTER SYSTEM RESET agent_memory.{name}")).unwrap();
     }
@@ -663,4 +667,101 @@ fn a_crashed_backend_restarts_the_server_with_its_worker() {
     .unwrap();
     let n = c.query("SELECT id FROM agent_memory.memory_recall('crash-user', $1::vector, 5, model => 'crash8')", &[&q]).unwrap().len();
     assert_eq!(n, 1);
+}
+
+/// Memories of the embedding test, and how many of them still wait for their embedding.
+fn waiting(c: &mut Client) -> (i64, i64) {
+    let r = c
+        .query_one("SELECT count(*), count(*) FILTER (WHERE emb IS NULL) FROM agent_memory.memories WHERE user_id LIKE 'async-%'", &[])
+        .unwrap();
+    (r.get(0), r.get(1))
+}
+
+#[test]
+fn the_worker_embeds_memories_written_without_one_in_batches_through_a_crash() {
+    const ROWS: i64 = 240;
+    let mut c = worker_db();
+    // No pass runs while the rows are written and looked at.
+    configure(&mut c, &[("workers_enabled", "off"), ("embed_interval", "100ms"), ("embed_batch_size", "8")]);
+    c.batch_execute("DELETE FROM agent_memory.memories WHERE user_id LIKE 'async-%'").unwrap();
+    let mut w = connect(DB);
+    w.batch_execute("SET agent_memory.embed_async = on").unwrap();
+    w.batch_execute(&format!(
+        "INSERT INTO agent_memory.memories (user_id, content) \
+         SELECT 'async-' || (g % 6), 'Note ' || g || ': ' || (ARRAY['paddles a kayak at dawn', 'keeps bees behind the shed', \
+                'tunes an old violin', 'brews oolong tea', 'collects tram tickets'])[1 + g % 5] \
+           FROM generate_series(1, {}) g",
+        ROWS - 20
+    ))
+    .unwrap();
+    let mut copy = w.copy_in("COPY agent_memory.memories (user_id, content) FROM STDIN").unwrap();
+    use std::io::Write;
+    for i in 0..10 {
+        writeln!(copy, "async-copy\tCopied note {i} about a lighthouse keeper").unwrap();
+    }
+    copy.finish().unwrap();
+    for i in 0..10 {
+        w.query(
+            "SELECT * FROM agent_memory.memory_reconcile($1, NULL, NULL, NULL, $2)",
+            &[&"async-reconcile", &format!("Reconciled note {i}: practises calligraphy")],
+        )
+        .unwrap();
+    }
+    assert_eq!(waiting(&mut c), (ROWS, ROWS), "every row is stored at once, without its embedding");
+    // Each store of an embedding is logged in its own transaction: what a crash undoes leaves no
+    // line, so the log is the history that survived.
+    c.batch_execute(
+        "DROP TABLE IF EXISTS public.embedded_log;
+         CREATE TABLE public.embedded_log (id bigint NOT NULL);
+         CREATE OR REPLACE FUNCTION public.log_embedding() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER AS $$
+         BEGIN INSERT INTO public.embedded_log VALUES (NEW.id); RETURN NEW; END $$;
+         CREATE TRIGGER zz_log_embedding AFTER UPDATE ON agent_memory.memories FOR EACH ROW
+             WHEN (OLD.emb IS NULL AND NEW.emb IS NOT NULL AND NEW.user_id LIKE 'async-%')
+             EXECUTE FUNCTION public.log_embedding();",
+    )
+    .unwrap();
+    let by_words =
+        c.query("SELECT id FROM agent_memory.memory_recall('async-copy', NULL, 3, query_text => 'lighthouse keeper')", &[]).unwrap().len();
+    assert_eq!(by_words, 3, "keyword recall finds the rows before they are embedded");
+
+    // The worker embeds them in batches; it is killed in the middle of the work.
+    configure(&mut c, &[("workers_enabled", "on")]);
+    wait_for("the worker", Duration::from_secs(60), || worker_pid(&mut c).is_some());
+    wait_for("a first batch", Duration::from_secs(60), || waiting(&mut c).1 < ROWS);
+    let (_, left) = waiting(&mut c);
+    assert!(left > 0, "the kill is meant for the middle of the work; all {ROWS} were embedded first");
+    let pid = worker_pid(&mut c).expect("the worker");
+    let status = std::process::Command::new("kill").args(["-9", &pid.to_string()]).status().unwrap();
+    assert!(status.success(), "kill -9 {pid}");
+    drop(w);
+    drop(c);
+    let mut c = reconnect_after_crash(DB, pid, Duration::from_secs(60));
+    wait_for("every memory to be embedded", Duration::from_secs(240), || waiting(&mut c).1 == 0);
+
+    // Nothing lost, each embedding stored once, each the model's embedding of its own content, and
+    // the memory's version as it was written (the embedding is no change of the memory).
+    let r = c
+        .query_one(
+            "SELECT count(*), count(*) FILTER (WHERE version = 1), \
+                    min(1 - (emb <=> agent_memory.memory_embed(content))) \
+               FROM agent_memory.memories WHERE user_id LIKE 'async-%'",
+            &[],
+        )
+        .unwrap();
+    assert_eq!(r.get::<_, i64>(0), ROWS, "no row lost");
+    assert_eq!(r.get::<_, i64>(1), ROWS, "the embedding changed a memory's version");
+    assert!(r.get::<_, f64>(2) > 0.9999, "an embedding is not its content's: {}", r.get::<_, f64>(2));
+    let log = c.query_one("SELECT count(*), count(DISTINCT id) FROM public.embedded_log", &[]).unwrap();
+    assert_eq!((log.get::<_, i64>(0), log.get::<_, i64>(1)), (ROWS, ROWS), "every row's embedding is stored exactly once");
+    c.batch_execute(
+        "DROP TRIGGER zz_log_embedding ON agent_memory.memories; DROP TABLE public.embedded_log; DROP FUNCTION public.log_embedding()",
+    )
+    .unwrap();
+    // Vector recall finds them now.
+    let q: Vector = c.query_one("SELECT agent_memory.memory_embed('a lighthouse keeper')", &[]).unwrap().get(0);
+    let found =
+        c.query("SELECT id FROM agent_memory.memory_recall('async-copy', $1, 3, model => 'all-MiniLM-L6-v2')", &[&q]).unwrap().len();
+    assert_eq!(found, 3);
+    c.batch_execute("DELETE FROM agent_memory.memories WHERE user_id LIKE 'async-%'").unwrap();
+    reset_settings(&mut c);
 }

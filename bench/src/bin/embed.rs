@@ -6,14 +6,17 @@
 //!    sentence at a time; the eval's turns one at a time and in batches of 32 (sorted by length).
 //! 2. On the server: `memory_recall` with a question as text beside the same call with the
 //!    question's vector and words (what the text costs), and a repeated question.
-//! 3. The resident memory of 8 connections that each embedded (VmRSS of their backends), beside an
+//! 3. Writes of text rows without an embedding: a plain INSERT that embeds each row in its write,
+//!    beside the same INSERT under `agent_memory.embed_async` and the worker's embedding of those
+//!    rows in batches (the worker runs in `am_bench_maintain`; `embed_batch_size` 64).
+//! 4. The resident memory of 8 connections that each embedded (VmRSS of their backends), beside an
 //!    idle backend's.
 
 use std::time::{Duration, Instant};
 
 use agent_memory_bench::{percentile_ms, table};
 use agent_memory_embed::{EmbedError, Model, Options};
-use agent_memory_tests::{connect, fresh_db};
+use agent_memory_tests::{connect, fresh_db, worker_database};
 
 fn model_dir() -> std::path::PathBuf {
     let out = std::process::Command::new("pg_config").arg("--sharedir").output().expect("pg_config");
@@ -207,7 +210,53 @@ fn main() {
         done as f64 / took
     );
 
-    // 3. Memory of 8 connections that embed at once.
+    // 3. Rows written as text: embedded by the write, or stored at once and embedded by the worker.
+    let rows: Vec<String> = turns.iter().skip(2000).take(400).cloned().collect();
+    let mut w = worker_database("am_bench_maintain");
+    w.batch_execute("SET client_min_messages = warning").unwrap();
+    let insert = "INSERT INTO agent_memory.memories (user_id, content, kind) SELECT $1, t, 'episodic' FROM unnest($2::text[]) t";
+    let t = Instant::now();
+    w.execute(insert, &[&"bench-sync", &rows]).unwrap();
+    let sync_write = t.elapsed();
+    w.batch_execute("SET agent_memory.embed_async = on").unwrap();
+    let t = Instant::now();
+    w.execute(insert, &[&"bench-async", &rows]).unwrap();
+    let async_write = t.elapsed();
+    let waiting = |w: &mut postgres::Client| -> i64 {
+        w.query_one("SELECT count(*) FROM agent_memory.memories WHERE user_id = 'bench-async' AND emb IS NULL", &[]).unwrap().get(0)
+    };
+    let t = Instant::now();
+    while waiting(&mut w) > 0 && t.elapsed() < Duration::from_secs(600) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let worker = t.elapsed();
+    let left = waiting(&mut w);
+    let per_row = |d: Duration| format!("{:.2} ms a row", d.as_secs_f64() * 1000.0 / rows.len() as f64);
+    out += &format!(
+        "Writes of {} turns as text rows (one INSERT of content only):
+
+",
+        rows.len()
+    );
+    out += &table(
+        &["path", "time", "per row"],
+        &[
+            vec!["embedded by the write (the baseline)".into(), format!("{} ms", ms(sync_write)), per_row(sync_write)],
+            vec!["stored under embed_async (emb NULL)".into(), format!("{} ms", ms(async_write)), per_row(async_write)],
+            vec![
+                format!(
+                    "then embedded by the worker, batches of 64{}",
+                    if left > 0 { format!(" ({left} left at 600 s)") } else { String::new() }
+                ),
+                format!("{} ms", ms(worker)),
+                format!("{:.0} rows/s", (rows.len() as i64 - left) as f64 / worker.as_secs_f64()),
+            ],
+        ],
+    );
+    out += "\n";
+    drop(w);
+
+    // 4. Memory of 8 connections that embed at once.
     let idle = connect("am_bench_embed");
     let mut idle = idle;
     let idle_pid: i32 = idle.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);

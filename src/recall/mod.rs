@@ -1,0 +1,753 @@
+//! Recall's pipeline, in one place: candidates → channels (vector, keyword, packed) → fusion →
+//! decay → touch. `api::recall` and `api::context` are its SQL glue; the ranking itself (top-k,
+//! the competing pool, fusion, decay, BM25, the packs' bounds) is in the pgrx-free core
+//! (`agent_memory_core`), and this module plans and feeds it.
+//!
+//! The candidates are the user's active, unexpired memories of the query's embedding model (read
+//! through the `(user_id, embedding_model) WHERE active` index, never through a vector index, so
+//! a per-user filter can never empty the result), or of every model for a keyword-only call. Each
+//! candidate is scored in Rust — `cosine × decay × importance factor` — and a bounded heap keeps
+//! the best `k`. The call returns `min(k, candidates)` rows, best first. A user with packs is
+//! ranked through them ([`packed`]); a large user with an HNSW index of the model may be ranked
+//! approximately (`agent_memory.exact_limit`). A memory not yet embedded
+//! (`agent_memory.embed_async`) is a candidate of the keyword channel only.
+
+pub mod packed;
+
+use agent_memory_core::topk::{Ranked, TopK};
+use agent_memory_core::vecmath;
+use std::collections::HashMap;
+
+use pgrx::datum::TimestampWithTimeZone;
+use pgrx::prelude::*;
+
+use crate::api::decay::scorer;
+use crate::error::{spi, MemoryError, Result};
+use crate::gucs;
+use crate::vector::VectorDatum;
+
+/// What a call asks for besides the user and the query.
+pub struct RecallOptions<'a> {
+    pub k: Option<i32>,
+    pub model: Option<&'a str>,
+    pub kinds: Option<Vec<Option<String>>>,
+    pub min_similarity: Option<f64>,
+    pub decay: Option<&'a str>,
+    pub touch: Option<bool>,
+    pub archived: Option<bool>,
+    /// The question's words: with `query`, hybrid recall; without, keyword recall.
+    pub query_text: Option<&'a str>,
+    /// Only memories of this task and its ancestors (and, with `untasked`, of no task).
+    pub task_id: Option<&'a str>,
+    pub untasked: Option<bool>,
+}
+
+const LINEAGE: &str = "\
+WITH RECURSIVE up (task_id, depth) AS ( \
+    SELECT $2::text, 0 \
+    UNION ALL \
+    SELECT t.parent_task_id, up.depth + 1 FROM agent_memory.tasks t JOIN up ON t.task_id = up.task_id \
+     WHERE t.user_id = $1 AND t.parent_task_id IS NOT NULL AND up.depth < 10000) \
+SELECT array_agg(DISTINCT up.task_id) FROM up";
+
+/// The tasks a call with `task_id` sees: the task and its ancestors (`agent_memory.tasks`).
+pub fn lineage(client: &mut pgrx::spi::SpiClient<'_>, user: &str, task: &str) -> Result<std::collections::HashSet<String>> {
+    if task.trim().is_empty() {
+        return Err(MemoryError::invalid_parameter("task_id must not be empty").hint("Pass the task's id, or NULL for every task."));
+    }
+    let tasks: Option<Vec<Option<String>>> = crate::error::first_value(
+        crate::plans::read(client, LINEAGE, &[user.into(), task.into()]).map_err(spi("reading the task's ancestors"))?,
+    )
+    .map_err(spi("reading the task's ancestors"))?;
+    Ok(tasks.unwrap_or_default().into_iter().flatten().collect())
+}
+
+/// The rule of the row-level policies (sql/access.sql): the session works for the user and the
+/// role may name it (`agent_memory.session_user_id()`, which applies the role's bindings), or the
+/// role sees every user.
+const SEES_USER: &str =
+    "SELECT coalesce(agent_memory.session_user_id() OPERATOR(pg_catalog.=) $1, false) OR agent_memory.sees_every_user()";
+
+/// Whether the current role may see `user`'s memories: the session works for that user
+/// (`agent_memory.user_id`) and the role may name it (`agent_memory.role_users`), or the role
+/// sees every user (a superuser, an admin, a worker).
+pub fn sees_user(client: &mut pgrx::spi::SpiClient<'_>, user: &str) -> Result<bool> {
+    // A superuser always sees every row, so its calls need no query here.
+    if crate::pg::is_superuser() {
+        return Ok(true);
+    }
+    let sees: Option<bool> =
+        crate::error::first_value(crate::plans::read(client, SEES_USER, &[user.into()]).map_err(spi("checking the role's rights"))?)
+            .map_err(spi("checking the role's rights"))?;
+    Ok(sees == Some(true))
+}
+
+const SEES_EVERY_USER: &str = "SELECT agent_memory.sees_every_user()";
+
+/// The embedding models of a user's active memories (the call's own first), read through the
+/// recall index.
+const USER_MODELS: &str = "SELECT array_agg(m.embedding_model ORDER BY m.embedding_model <> $2, m.embedding_model) \
+       FROM (SELECT DISTINCT embedding_model FROM agent_memory.memories WHERE user_id = $1 AND active) m";
+
+/// The models the user has active memories of, `model` first when it is one of them.
+pub fn user_models(client: &mut pgrx::spi::SpiClient<'_>, user: &str, model: &str) -> Result<Vec<String>> {
+    let models: Option<Vec<Option<String>>> = crate::error::first_value(
+        crate::plans::read(client, USER_MODELS, &[user.into(), model.into()]).map_err(spi("reading the user's models"))?,
+    )
+    .map_err(spi("reading the user's models"))?;
+    Ok(models.unwrap_or_default().into_iter().flatten().collect())
+}
+
+/// Whether the current role sees every user (a superuser, an admin, a worker).
+pub fn sees_every_user(client: &mut pgrx::spi::SpiClient<'_>) -> Result<bool> {
+    if crate::pg::is_superuser() {
+        return Ok(true);
+    }
+    let every: Option<bool> =
+        crate::error::first_value(crate::plans::read(client, SEES_EVERY_USER, &[]).map_err(spi("checking the role's rights"))?)
+            .map_err(spi("checking the role's rights"))?;
+    Ok(every == Some(true))
+}
+
+/// The error of a write for a user the role may not name.
+pub fn not_your_user(user: &str) -> MemoryError {
+    MemoryError::new(
+        PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
+        format!("this session may not write the memories of user \"{user}\""),
+    )
+    .detail("A role without maintenance rights writes only for the user its session names in agent_memory.user_id, and a role bound to users (agent_memory.role_users) only for those.")
+    .hint("SET agent_memory.user_id to the user (SET LOCAL per transaction in a pool), or use a role bound to that user.")
+}
+
+/// Whether a memory (or turn) of `task` is visible to a call limited to `lineage`.
+pub fn in_lineage(lineage: &Option<std::collections::HashSet<String>>, untasked: bool, task: Option<&str>) -> bool {
+    match (lineage, task) {
+        (None, _) => true,
+        (Some(_), None) => untasked,
+        (Some(set), Some(t)) => set.contains(t),
+    }
+}
+
+/// One returned memory.
+pub struct Recalled {
+    pub id: i64,
+    pub content: String,
+    pub score: f64,
+    /// Cosine similarity to the query vector; NULL for keyword-only recall.
+    pub similarity: Option<f64>,
+    pub kind: String,
+    pub subject: Option<String>,
+    pub predicate: Option<String>,
+    pub object: Option<String>,
+    pub importance: f32,
+    pub created_at: Option<TimestampWithTimeZone>,
+    /// How the candidates were found: `exact` (every memory scored) or `approximate` (the model's
+    /// HNSW index, for users above `agent_memory.exact_limit`).
+    pub path: &'static str,
+    /// Rank (from 1) in the vector, keyword and recency channels; NULL when not ranked there.
+    pub ranks: [Option<i32>; 3],
+}
+
+const DETAILS: &str = "\
+SELECT m.id, m.content, m.kind, m.subject, m.predicate, m.object, m.importance, m.created_at \
+  FROM agent_memory.memories m WHERE m.id = ANY ($1)";
+
+/// What a result shows besides its scores (the columns of DETAILS).
+struct Details {
+    content: String,
+    kind: String,
+    subject: Option<String>,
+    predicate: Option<String>,
+    object: Option<String>,
+    importance: f32,
+    created_at: Option<TimestampWithTimeZone>,
+}
+
+/// The details of the memories `ids`, read from their rows at `entries` (id and place, in id
+/// order, as [`packed::rank_packed`] found them): the version this statement sees,
+/// without a query. An id with no visible row there is left out.
+fn details_at(entries: &[(i64, pgrx::pg_sys::ItemPointerData)], ids: &[i64], out: &mut HashMap<i64, Details>) -> Result<()> {
+    let mut fetcher = crate::scan::Fetcher::new()?;
+    for &id in ids {
+        let start = entries.partition_point(|e| e.0 < id);
+        for (_, tid) in entries[start..].iter().take_while(|e| e.0 == id) {
+            let found = fetcher.fetch(*tid, None, i64::MIN, |c| {
+                if c.id != id {
+                    return Ok(None);
+                }
+                Ok(Some(Details {
+                    content: c.content_string(),
+                    kind: c.kind_string(),
+                    subject: c.subject_string(),
+                    predicate: c.predicate_string(),
+                    object: c.object_string(),
+                    importance: c.importance,
+                    created_at: TimestampWithTimeZone::try_from(c.created).ok(),
+                }))
+            })?;
+            if let Some(d) = found.flatten() {
+                out.insert(id, d);
+                break;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// After this many candidates, recall checks whether the user is large enough for the
+/// approximate path; smaller users never pay for the check.
+const CHECK_SIZE_AT: usize = 1000;
+
+/// The touch, returning the same columns as DETAILS: one statement instead of two. The rows are
+/// locked in id order first, so concurrent recalls with overlapping results cannot deadlock.
+const TOUCH_RETURNING: &str = "\
+WITH locked AS (SELECT id FROM agent_memory.memories WHERE id = ANY ($1) ORDER BY id FOR NO KEY UPDATE) \
+UPDATE agent_memory.memories m SET last_hit_at = now(), hit_count = m.hit_count + 1 \
+  FROM locked WHERE m.id = locked.id \
+RETURNING m.id, m.content, m.kind, m.subject, m.predicate, m.object, m.importance, m.created_at";
+
+pub(crate) fn dimension_mismatch(query: usize, model: &str, stored: usize) -> MemoryError {
+    MemoryError::data_exception(format!("the query has {query} dimensions but the memories of model \"{model}\" have {stored}"))
+        .detail("A query only meets memories of its own embedding model, and one model has one dimension.")
+        .hint("Pass model => the name of the model that made the query vector.")
+}
+
+/// Calls `f` with a candidate's cosine similarity to the unit query `q` and its embedding as
+/// f32 (`None` for a memory not yet embedded); an embedding of another dimension than the
+/// query's is an error.
+pub(crate) fn with_similarity<R>(
+    c: &crate::scan::Candidate,
+    q: &[f32],
+    model: &str,
+    scratch: &mut Vec<f32>,
+    f: impl FnOnce(f64, &[f32]) -> R,
+) -> Result<Option<R>> {
+    let Some(emb) = c.emb()? else {
+        return Ok(None);
+    };
+    if emb.dims() != q.len() {
+        return Err(dimension_mismatch(q.len(), model, emb.dims()));
+    }
+    Ok(Some(emb.with_f32(scratch, |x| f(vecmath::cosine_with_unit(q, x), x))))
+}
+
+/// Checks the user id.
+pub fn check_user(user_id: Option<&str>) -> Result<&str> {
+    match user_id {
+        None => Err(MemoryError::null_value("user_id must not be NULL")
+            .hint("Every memory belongs to one user; pass the id of the user whose memories to use.")),
+        Some(u) if u.trim().is_empty() => {
+            Err(MemoryError::invalid_parameter("user_id must not be empty").hint("Pass the id of the user whose memories to use."))
+        }
+        Some(u) => Ok(u),
+    }
+}
+
+/// Checks a query vector and returns it scaled to unit length.
+pub fn unit_query(query: Option<&VectorDatum>) -> Result<Vec<f32>> {
+    let q = query.ok_or_else(|| {
+        MemoryError::null_value("query must not be NULL")
+            .hint("Pass the embedding of the question as a vector, a halfvec, or text like '[0.1, 0.2]'.")
+    })?;
+    let v = q.to_f32_vec();
+    vecmath::validate(&v).map_err(|p| {
+        MemoryError::invalid_parameter(format!("the query {}: {p}", q.element().type_name()))
+            .hint("Pass the embedding of the question: a non-zero vector of finite numbers.")
+    })?;
+    Ok(vecmath::normalized(&v))
+}
+
+/// Checks `k` against `agent_memory.max_k`.
+pub fn check_k(k: Option<i32>) -> Result<usize> {
+    let max = gucs::max_k();
+    match k {
+        None => Err(MemoryError::null_value("k must not be NULL").hint("Pass how many memories to return, or leave k out for 5.")),
+        Some(k) if k <= 0 || k > max => Err(MemoryError::invalid_parameter(format!("k must be between 1 and {max}, not {k}"))
+            .hint("Raise agent_memory.max_k to return more memories in one call.")),
+        Some(k) => Ok(k as usize),
+    }
+}
+
+/// The embedding model of a call: the one named, else `agent_memory.default_model`.
+pub fn resolve_model(model: Option<&str>) -> Result<String> {
+    match model {
+        Some(m) if m.trim().is_empty() => Err(MemoryError::invalid_parameter("model must not be empty")
+            .hint("Name the embedding model that made the query vector, or pass NULL for agent_memory.default_model.")),
+        Some(m) => Ok(m.to_string()),
+        None => Ok(gucs::default_model()),
+    }
+}
+
+/// Which channels a call ranks with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Channels {
+    /// `query` only: the vector ranking.
+    Vector,
+    /// `query` and `query_text`: vector and keyword rankings fused (and recency, when enabled).
+    Hybrid,
+    /// `query_text` only (`query` NULL): the keyword ranking.
+    Keyword,
+}
+
+/// The vector ranking of one call: either every candidate scored with decay by age (scope
+/// `all`, or no decay), or a pool in which decay applies only to memories that compete
+/// (`agent_memory_core::rank`).
+pub(crate) struct VectorRanker {
+    scorer: agent_memory_core::decay::Scorer,
+    floors: (f64, f64),
+    competing: Option<(agent_memory_core::rank::Pool, f64)>,
+    top: TopK,
+}
+
+impl VectorRanker {
+    fn new(scorer: agent_memory_core::decay::Scorer, wanted: usize) -> Self {
+        let competing = (gucs::decay_competing_only() && scorer.mode != agent_memory_core::decay::DecayMode::None)
+            .then(|| (agent_memory_core::rank::Pool::new(agent_memory_core::rank::pool_size(wanted)), gucs::compete_similarity()));
+        VectorRanker { scorer, floors: (gucs::decay_floor(false), gucs::decay_floor(true)), competing, top: TopK::new(wanted) }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn offer(&mut self, id: i64, similarity: f64, age_hours: f64, importance: f64, episodic: bool, created: i64, unit: &[f32]) {
+        let floor = if episodic { self.floors.1 } else { self.floors.0 };
+        match &mut self.competing {
+            None => {
+                self.top.push(Ranked { id, score: self.scorer.score(similarity, age_hours, importance, floor), similarity });
+            }
+            Some((pool, _)) => {
+                let base = similarity * self.scorer.importance.factor(importance);
+                if pool.admits(id, base, similarity) {
+                    pool.push(agent_memory_core::rank::PoolEntry {
+                        id,
+                        similarity,
+                        base,
+                        created,
+                        age_hours,
+                        episodic,
+                        unit: unit.to_vec(),
+                    });
+                }
+            }
+        }
+    }
+
+    /// Scores a candidate read from its row (offered to the ranking unless it is below
+    /// `min_similarity`) and returns its similarity (`None` for a memory not yet embedded,
+    /// which the vector ranking does not see). The callers leave out archived memories when
+    /// asked.
+    pub(crate) fn offer_candidate(
+        &mut self,
+        c: &crate::scan::Candidate,
+        q: &[f32],
+        model: &str,
+        min_similarity: f64,
+        now: i64,
+        scratch: &mut Vec<f32>,
+    ) -> Result<Option<f64>> {
+        // A standing instruction never decays.
+        let age_hours = if c.procedural { 0.0 } else { agent_memory_core::decay::age_hours(now, c.last_hit) };
+        with_similarity(c, q, model, scratch, |similarity, x| {
+            if similarity >= min_similarity {
+                self.offer(c.id, similarity, age_hours, c.importance as f64, c.episodic, c.created, x);
+            }
+            similarity
+        })
+    }
+
+    /// The score a new candidate must beat, once as many are kept as the ranking needs: the pool's
+    /// score before decay, or the top's score.
+    pub(crate) fn threshold(&self) -> Option<f64> {
+        match &self.competing {
+            None => self.top.threshold().map(|r| r.score),
+            Some((pool, _)) => pool.threshold(),
+        }
+    }
+
+    /// The range of the factor that multiplies a memory's similarity into the score the ranking
+    /// keeps by, for a memory whose importance is at most `importance`: the importance factor
+    /// (importance anywhere in 0..=importance), times the decay (0..=1) when every memory decays.
+    pub(crate) fn factor_range(&self, importance: f64) -> (f64, f64) {
+        let w = self.scorer.importance;
+        let (a, b) = (w.factor(0.0), w.factor(importance));
+        let (f_lo, f_hi) = (a.min(b), a.max(b));
+        if self.competing.is_some() || self.scorer.mode == agent_memory_core::decay::DecayMode::None {
+            (f_lo, f_hi)
+        } else {
+            (f_lo.min(0.0), f_hi.max(0.0))
+        }
+    }
+
+    /// The ranking, best first, at most `wanted` long.
+    fn finish(self, wanted: usize) -> Vec<Ranked> {
+        match self.competing {
+            None => self.top.into_sorted(),
+            Some((pool, compete)) => {
+                let entries = pool.into_entries();
+                let (scorer, floors) = (self.scorer, self.floors);
+                let mut ranked = agent_memory_core::rank::rank_pool(&entries, compete, |age, episodic| {
+                    scorer.params.multiplier(scorer.mode, age, if episodic { floors.1 } else { floors.0 })
+                });
+                ranked.truncate(wanted);
+                ranked
+            }
+        }
+    }
+}
+
+/// A ranked result on its way out: its score and similarity, and its rank in each channel.
+struct Scored {
+    id: i64,
+    score: f64,
+    similarity: Option<f64>,
+    ranks: [Option<i32>; 3],
+}
+
+/// Recalls the `k` best memories of a user: by the query vector, by the query's words, or both
+/// fused (see the module's documentation).
+pub fn recall(user_id: Option<&str>, query: Option<&VectorDatum>, opts: RecallOptions<'_>) -> Result<Vec<Recalled>> {
+    let user = check_user(user_id)?;
+    let text = opts.query_text.map(str::trim).filter(|t| !t.is_empty());
+    let channels = match (query.is_some(), text.is_some()) {
+        (true, false) => Channels::Vector,
+        (true, true) => Channels::Hybrid,
+        (false, true) => Channels::Keyword,
+        (false, false) => {
+            if opts.query_text.is_some() {
+                return Err(MemoryError::invalid_parameter("query_text has no words and query is NULL")
+                    .hint("Pass the question's embedding as query, or its words as query_text."));
+            }
+            return Err(MemoryError::null_value("query must not be NULL")
+                .hint("Pass the embedding of the question as a vector, a halfvec, or text like '[0.1, 0.2]'; or pass query_text => the question to rank by words alone."));
+        }
+    };
+    let q = match query {
+        Some(_) => unit_query(query)?,
+        None => Vec::new(),
+    };
+    let k = check_k(opts.k)?;
+    let model = resolve_model(opts.model)?;
+    let scorer = scorer(opts.decay)?;
+    let min_similarity = opts.min_similarity.unwrap_or(f64::NEG_INFINITY);
+    if min_similarity.is_nan() {
+        return Err(MemoryError::invalid_parameter("min_similarity must be a number").hint("Use a value between -1 and 1, or NULL."));
+    }
+    let kinds: Option<Vec<String>> = match opts.kinds {
+        None => None,
+        Some(ks) => {
+            let mut out = Vec::with_capacity(ks.len());
+            for k in ks {
+                let k = k.ok_or_else(|| {
+                    MemoryError::null_value("kinds must not contain NULL")
+                        .hint("List kinds of memory: 'semantic', 'episodic'; or pass kinds => NULL for all.")
+                })?;
+                crate::api::policy::check_kind(&k)?;
+                out.push(k);
+            }
+            Some(out)
+        }
+    };
+    let touch = opts.touch.unwrap_or(true);
+    let include_archived = opts.archived.unwrap_or(true);
+    let untasked = opts.untasked.unwrap_or(true);
+    let task = opts.task_id;
+    // How many results each channel ranks: k alone, or the fused channels' candidates.
+    let per_channel = if channels == Channels::Hybrid { gucs::hybrid_candidates().max(k) } else { k };
+
+    let keyword = text.map(|t| agent_memory_core::keyword::KeywordScan::new(t, gucs::tokenizer()));
+    if channels == Channels::Keyword && !keyword.as_ref().is_some_and(|k| k.has_terms()) {
+        return Err(MemoryError::invalid_parameter("query_text has no words to search for")
+            .detail("Words are letters and digits; common English words (the, of, and, ...) are skipped.")
+            .hint("Pass the question's words as query_text, or its embedding as query."));
+    }
+    Spi::connect_mut(|client| {
+        crate::version::require_current_schema(client)?;
+        // The candidates are read directly, not through SQL: the row-level security rule is
+        // applied here. A role without maintenance rights sees only the session's user.
+        if !sees_user(client, user)? {
+            return Ok(Vec::new());
+        }
+        let lineage = match task {
+            Some(t) => Some(lineage(client, user, t)?),
+            None => None,
+        };
+        let mut vector = VectorRanker::new(scorer, per_channel);
+        let mut keyword = keyword;
+        let mut recency = (channels == Channels::Hybrid && gucs::recency_channel()).then(|| TopK::new(per_channel));
+        // Hybrid results need the similarity of memories that only the keyword channel ranks.
+        let mut similarities: Vec<(i64, f32)> = Vec::new();
+        let mut seen = 0usize;
+        // Only a vector-only call of a large user may take the approximate path; the keyword
+        // channel scores every candidate.
+        let exact_limit = if channels == Channels::Vector && lineage.is_none() { gucs::exact_limit() } else { usize::MAX };
+        let mut index = None;
+        let mut scratch = Vec::new();
+        let now = crate::pg::transaction_start();
+        // A call reads the user's packs when there are some, and the exact rows only of the
+        // memories that can make the vector ranking, and of those whose words the packs cannot
+        // count (see api/pack.rs). Task lineage and the recency channel need every row.
+        // Words do not depend on an embedding model: a keyword-only call searches the user's
+        // memories of every model.
+        let models = if channels == Channels::Keyword { user_models(client, user, &model)? } else { vec![model.clone()] };
+        let packed = if lineage.is_none() && recency.is_none() && gucs::packed_recall() && models.len() == 1 && models[0] == model {
+            let mut side = keyword
+                .as_mut()
+                .map(|scan| packed::KeywordSide { scan, similarities: (channels == Channels::Hybrid).then_some(&mut similarities) });
+            packed::rank_packed(user, &model, kinds.as_deref(), include_archived, &q, min_similarity, now, &mut vector, side.as_mut())?
+        } else {
+            None
+        };
+        if let Some(p) = &packed {
+            seen = p.read;
+        }
+        let mut visit = |c: &crate::scan::Candidate| {
+            if c.archived && !include_archived {
+                return Ok(true);
+            }
+            if lineage.is_some() {
+                let task = c.task_id();
+                if !in_lineage(&lineage, untasked, task.as_deref()) {
+                    return Ok(true);
+                }
+            }
+            seen += 1;
+            if exact_limit != usize::MAX && seen == CHECK_SIZE_AT.min(exact_limit) + 1 {
+                index = crate::api::index::model_index(client, &model)?;
+                if index.is_some() {
+                    if crate::scan::count_entries(user, &model, exact_limit + 1)? > exact_limit {
+                        return Ok(false);
+                    }
+                    index = None;
+                }
+            }
+            if channels != Channels::Keyword {
+                let similarity = vector.offer_candidate(c, &q, &model, min_similarity, now, &mut scratch)?;
+                if let Some(s) = similarity.filter(|_| channels == Channels::Hybrid) {
+                    similarities.push((c.id, s as f32));
+                }
+            }
+            if let Some(kw) = keyword.as_mut() {
+                kw.add(c.id, &c.content());
+            }
+            if let Some(r) = recency.as_mut() {
+                r.push(Ranked { id: c.id, score: c.last_hit as f64, similarity: 0.0 });
+            }
+            Ok(true)
+        };
+        let mut complete = packed.is_some();
+        if !complete {
+            complete = true;
+            for m in &models {
+                if !crate::scan::for_each_candidate(user, m, kinds.as_deref(), now, &mut visit)? {
+                    complete = false;
+                    break;
+                }
+            }
+        }
+        let mut path = "exact";
+        let mut vector_ranked = Vec::new();
+        if channels != Channels::Keyword {
+            if !complete {
+                if let Some((dims, schema)) = &index {
+                    vector = VectorRanker::new(scorer, per_channel);
+                    approximate(client, user, &model, &kinds, include_archived, &q, *dims, schema, &mut vector, min_similarity, now)?;
+                    path = "approximate";
+                }
+            }
+            if seen == 0 {
+                if let Some(d) = crate::catalog::model_dims(client, &model)? {
+                    if d != q.len() {
+                        return Err(dimension_mismatch(q.len(), &model, d));
+                    }
+                }
+                // No silent empty answer: the user's memories may be of other models.
+                let others: Vec<String> = user_models(client, user, &model)?.into_iter().filter(|m| *m != model).collect();
+                if !others.is_empty() {
+                    pgrx::notice!(
+                        "user \"{user}\" has no memories of embedding model \"{model}\", and has memories of {}; name one with model => ..., or recall by words alone (query_text => ..., with a NULL query), which searches every model",
+                        others.iter().map(|m| format!("\"{m}\"")).collect::<Vec<_>>().join(", ")
+                    );
+                }
+            }
+            vector_ranked = vector.finish(per_channel);
+        }
+        let keyword_ranked = keyword.as_ref().map(|kw| kw.top(per_channel, gucs::bm25())).unwrap_or_default();
+        let scored: Vec<Scored> = match channels {
+            Channels::Vector => vector_ranked
+                .iter()
+                .take(k)
+                .enumerate()
+                .map(|(i, r)| Scored { id: r.id, score: r.score, similarity: Some(r.similarity), ranks: [Some(i as i32 + 1), None, None] })
+                .collect(),
+            Channels::Keyword => keyword_ranked
+                .iter()
+                .take(k)
+                .enumerate()
+                .map(|(i, (id, s))| Scored { id: *id, score: *s, similarity: None, ranks: [None, Some(i as i32 + 1), None] })
+                .collect(),
+            Channels::Hybrid => {
+                let v: Vec<i64> = vector_ranked.iter().map(|r| r.id).collect();
+                let w: Vec<i64> = keyword_ranked.iter().map(|r| r.0).collect();
+                let t: Vec<i64> = recency.map(|r| r.into_sorted().iter().map(|r| r.id).collect()).unwrap_or_default();
+                let lists: Vec<&[i64]> = if t.is_empty() { vec![&v, &w] } else { vec![&v, &w, &t] };
+                let mut fused = agent_memory_core::keyword::rrf(&lists, gucs::rrf_k());
+                fused.truncate(k);
+                similarities.sort_unstable_by_key(|p| p.0);
+                // The similarity of a result counted from its pack, and not read: its row is
+                // where its (one) index entry points.
+                if let Some(p) = &packed {
+                    let missing: Vec<_> = fused
+                        .iter()
+                        .filter(|f| similarities.binary_search_by_key(&f.id, |p| p.0).is_err())
+                        .filter_map(|f| p.entries.binary_search_by_key(&f.id, |e| e.0).ok().map(|i| p.entries[i]))
+                        .collect();
+                    similarities.extend(packed::similarities_of(&missing, &q, &model)?);
+                    similarities.sort_unstable_by_key(|p| p.0);
+                }
+                let sim_of = |id: i64| similarities.binary_search_by_key(&id, |p| p.0).ok().map(|i| similarities[i].1 as f64);
+                fused
+                    .into_iter()
+                    .map(|f| Scored {
+                        id: f.id,
+                        score: f.score,
+                        similarity: sim_of(f.id),
+                        ranks: [
+                            f.ranks.first().copied().flatten().map(|r| r as i32),
+                            f.ranks.get(1).copied().flatten().map(|r| r as i32),
+                            f.ranks.get(2).copied().flatten().map(|r| r as i32),
+                        ],
+                    })
+                    .collect()
+            }
+        };
+        if scored.is_empty() {
+            return Ok(Vec::new());
+        }
+        let ids: Vec<i64> = scored.iter().map(|r| r.id).collect();
+        let mut details: HashMap<i64, Details> = HashMap::with_capacity(ids.len());
+        let touching = touch && !crate::pg::read_only();
+        // Without a touch, the results' rows are read again where the packed ranking found them
+        // (the versions this statement sees); any other call, and any id not found there, asks SQL.
+        if !touching {
+            if let Some(p) = &packed {
+                details_at(&p.entries, &ids, &mut details)?;
+            }
+        }
+        let asked: Vec<i64> = ids.iter().copied().filter(|id| !details.contains_key(id)).collect();
+        if !asked.is_empty() {
+            let table = if touching {
+                crate::plans::write(client, TOUCH_RETURNING, &[asked.into()])
+            } else {
+                crate::plans::read(client, DETAILS, &[asked.into()])
+            };
+            let table = table.map_err(spi("reading the recalled memories"))?;
+            for row in table {
+                let id: i64 = row.get(1).map_err(spi("reading id"))?.unwrap_or_default();
+                details.insert(
+                    id,
+                    Details {
+                        content: row.get::<String>(2).map_err(spi("reading content"))?.unwrap_or_default(),
+                        kind: row.get::<String>(3).map_err(spi("reading kind"))?.unwrap_or_default(),
+                        subject: row.get::<String>(4).map_err(spi("reading subject"))?,
+                        predicate: row.get::<String>(5).map_err(spi("reading predicate"))?,
+                        object: row.get::<String>(6).map_err(spi("reading object"))?,
+                        importance: row.get::<f32>(7).map_err(spi("reading importance"))?.unwrap_or(0.0),
+                        created_at: row.get::<TimestampWithTimeZone>(8).map_err(spi("reading created_at"))?,
+                    },
+                );
+            }
+        }
+        Ok(scored
+            .into_iter()
+            .filter_map(|r| {
+                let Details { content, kind, subject, predicate, object, importance, created_at } = details.remove(&r.id)?;
+                Some(Recalled {
+                    id: r.id,
+                    content,
+                    score: r.score,
+                    similarity: r.similarity,
+                    kind,
+                    subject,
+                    predicate,
+                    object,
+                    importance,
+                    created_at,
+                    path,
+                    ranks: r.ranks,
+                })
+            })
+            .collect())
+    })
+}
+
+/// The approximate path of a large user: the model's HNSW index gives the
+/// `agent_memory.approximate_candidates` most similar memories (iterative scan, so the user
+/// filter is applied while the index is walked), which are then ranked like the exact path's.
+#[allow(clippy::too_many_arguments)]
+fn approximate(
+    client: &mut pgrx::spi::SpiClient<'_>,
+    user: &str,
+    model: &str,
+    kinds: &Option<Vec<String>>,
+    include_archived: bool,
+    q: &[f32],
+    dims: usize,
+    vector_schema: &str,
+    ranker: &mut VectorRanker,
+    min_similarity: f64,
+    now: i64,
+) -> Result<()> {
+    let n = gucs::approximate_candidates();
+    let vs = pgrx::spi::quote_identifier(vector_schema);
+    let saved = client
+        .select(
+            "SELECT pg_catalog.current_setting('hnsw.iterative_scan', true), pg_catalog.current_setting('hnsw.ef_search', true)",
+            None,
+            &[],
+        )
+        .map_err(spi("reading pgvector's settings"))?
+        .first()
+        .get_two::<String, String>()
+        .map_err(spi("reading pgvector's settings"))?;
+    let set = "SELECT pg_catalog.set_config('hnsw.iterative_scan', $1, true), pg_catalog.set_config('hnsw.ef_search', $2, true)";
+    client.select(set, None, &["relaxed_order".into(), n.clamp(40, 1000).to_string().into()]).map_err(spi("setting pgvector's search"))?;
+    let sql = format!(
+        "SELECT m.id, m.importance, CASE WHEN m.kind = 'procedural' THEN now() ELSE m.last_hit_at END, m.kind = 'episodic', m.emb, m.created_at \
+           FROM agent_memory.memories m \
+          WHERE m.user_id = $1 AND m.embedding_model = $2 AND m.active \
+            AND (m.expires_at IS NULL OR m.expires_at > now()) AND (m.valid_until IS NULL OR m.valid_until > now()) \
+            AND ($3::text[] IS NULL OR m.kind = ANY ($3::text[])) AND ($6 OR m.archived_at IS NULL) \
+          ORDER BY m.emb::{vs}.vector({dims}) OPERATOR({vs}.<=>) $4::{vs}.vector({dims}) LIMIT $5"
+    );
+    let qd = crate::vector::vector_param(q)?;
+    let mut scratch = Vec::new();
+    {
+        let mut table = client
+            .select(sql.as_str(), None, &[user.into(), model.into(), kinds.clone().into(), qd, n.into(), include_archived.into()])
+            .map_err(spi("reading the index's candidates"))?;
+        while table.next().is_some() {
+            let id: i64 = table.get(1).map_err(spi("reading id"))?.ok_or_else(|| MemoryError::not_null_column("id"))?;
+            let importance: f32 =
+                table.get(2).map_err(spi("reading importance"))?.ok_or_else(|| MemoryError::not_null_column("importance"))?;
+            let last_hit: TimestampWithTimeZone =
+                table.get(3).map_err(spi("reading last_hit_at"))?.ok_or_else(|| MemoryError::not_null_column("last_hit_at"))?;
+            let episodic: bool = table.get(4).map_err(spi("reading kind"))?.ok_or_else(|| MemoryError::not_null_column("kind"))?;
+            let created: TimestampWithTimeZone =
+                table.get(6).map_err(spi("reading created_at"))?.ok_or_else(|| MemoryError::not_null_column("created_at"))?;
+            // A memory not yet embedded is no candidate of the vector channel.
+            let Some(emb) = crate::vector::vector_column(&table, 5)? else {
+                continue;
+            };
+            emb.with_f32(&mut scratch, |x| {
+                let similarity = vecmath::cosine_with_unit(q, x);
+                if similarity >= min_similarity {
+                    let age = agent_memory_core::decay::age_hours(now, last_hit.into_inner());
+                    ranker.offer(id, similarity, age, importance as f64, episodic, created.into_inner(), x);
+                }
+            });
+        }
+    }
+    let (it, ef) = saved;
+    client
+        .select(set, None, &[it.unwrap_or_else(|| "off".into()).into(), ef.unwrap_or_else(|| "40".into()).into()])
+        .map_err(spi("restoring pgvector's settings"))?;
+    Ok(())
+}
