@@ -759,9 +759,56 @@ fn the_worker_embeds_memories_written_without_one_in_batches_through_a_crash() {
     .unwrap();
     // Vector recall finds them now.
     let q: Vector = c.query_one("SELECT agent_memory.memory_embed('a lighthouse keeper')", &[]).unwrap().get(0);
-    let found =
-        c.query("SELECT id FROM agent_memory.memory_recall('async-copy', $1, 3, model => 'all-MiniLM-L6-v2')", &[&q]).unwrap().len();
+    let found = c
+        .query("SELECT id FROM agent_memory.memory_recall('async-copy', $1::vector, 3, model => 'all-MiniLM-L6-v2')", &[&q])
+        .unwrap()
+        .len();
     assert_eq!(found, 3);
     c.batch_execute("DELETE FROM agent_memory.memories WHERE user_id LIKE 'async-%'").unwrap();
     reset_settings(&mut c);
+}
+
+#[test]
+fn an_erasure_during_the_embedding_pass_leaves_none_of_the_users_embeddings_behind() {
+    const ROWS: i64 = 160;
+    let mut c = worker_db();
+    configure(&mut c, &[("workers_enabled", "off"), ("embed_interval", "100ms"), ("embed_batch_size", "8")]);
+    c.batch_execute("DELETE FROM agent_memory.memories WHERE user_id LIKE 'erase-async-%'").unwrap();
+    c.batch_execute(&format!(
+        "SET agent_memory.embed_async = on;
+         INSERT INTO agent_memory.memories (user_id, content)
+         SELECT 'erase-async-' || (g % 2), 'Erasable note ' || g || ' on a quince orchard and its ' || g * 7 || ' trees'
+           FROM generate_series(1, {ROWS}) g;
+         RESET agent_memory.embed_async;"
+    ))
+    .unwrap();
+    // The entries of the shared cache that hold an embedding of one of the user's texts.
+    let cached = |c: &mut Client, user: &str| -> i64 {
+        c.query_one(
+            "SELECT count(*) FROM agent_memory.embedding_cache e, agent_memory.lock_salt s
+              WHERE e.text_hash IN (SELECT sha256(s.receipt_key || convert_to('Erasable note ' || g || ' on a quince orchard and its ' || g * 7 || ' trees', 'UTF8'))
+                                      FROM generate_series(1, $2::integer) g WHERE 'erase-async-' || (g % 2) = $1)",
+            &[&user, &(ROWS as i32)],
+        )
+        .unwrap()
+        .get(0)
+    };
+    assert_eq!(cached(&mut c, "erase-async-0"), 0);
+    configure(&mut c, &[("workers_enabled", "on")]);
+    wait_for("the worker", Duration::from_secs(60), || worker_pid(&mut c).is_some());
+    wait_for("a first batch", Duration::from_secs(60), || waiting_of(&mut c, "erase-async-%") < ROWS);
+    // The erasure lands while the worker embeds the two users' rows, batch after batch.
+    let erased: i64 = c.query_one("SELECT memories FROM agent_memory.memory_erase('erase-async-0')", &[]).unwrap().get(0);
+    assert!(erased > 0);
+    wait_for("the other user's rows to be embedded", Duration::from_secs(120), || waiting_of(&mut c, "erase-async-%") == 0);
+    let left: i64 = c.query_one("SELECT count(*) FROM agent_memory.memories WHERE user_id = 'erase-async-0'", &[]).unwrap().get(0);
+    assert_eq!(left, 0, "rows of the erased user came back");
+    assert_eq!(cached(&mut c, "erase-async-0"), 0, "embeddings of the erased user's texts outlived the erasure in the cache");
+    assert!(cached(&mut c, "erase-async-1") > 0, "the other user's texts are cached as usual");
+    c.batch_execute("DELETE FROM agent_memory.memories WHERE user_id LIKE 'erase-async-%'").unwrap();
+    reset_settings(&mut c);
+}
+
+fn waiting_of(c: &mut Client, pattern: &str) -> i64 {
+    c.query_one("SELECT count(*) FROM agent_memory.memories WHERE user_id LIKE $1 AND emb IS NULL", &[&pattern]).unwrap().get(0)
 }
