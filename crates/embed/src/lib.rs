@@ -141,7 +141,7 @@ impl Model {
         let mut order: Vec<usize> = (0..texts.len()).collect();
         order.sort_by_key(|&i| encodings[i].get_ids().len());
         let mut out: Vec<Vec<f32>> = vec![Vec::new(); texts.len()];
-        for chunk in order.chunks(BATCH) {
+        for chunk in chunks_by_length(&order, |i| encodings[i].get_ids().len()) {
             between()?;
             let vectors = self.run(chunk.iter().map(|&i| &encodings[i]).collect::<Vec<_>>().as_slice())?;
             for (&i, v) in chunk.iter().zip(vectors) {
@@ -191,4 +191,50 @@ fn normalized(mut v: Vec<f32>) -> Vec<f32> {
         }
     }
     v
+}
+
+/// The batches of texts in length order (`order`, shortest first): at most `BATCH` texts each, and
+/// a batch ends before a text that would make padding more than a quarter of its word pieces
+/// (every text of a batch is padded to its longest), so a batch never costs much more than its
+/// texts one at a time.
+fn chunks_by_length(order: &[usize], len: impl Fn(usize) -> usize) -> Vec<&[usize]> {
+    let mut out = Vec::new();
+    let (mut start, mut real) = (0usize, 0usize);
+    for (k, &i) in order.iter().enumerate() {
+        let l = len(i).max(1);
+        let n = k - start + 1;
+        if n > 1 && (n > BATCH || 4 * n * l > 5 * (real + l)) {
+            out.push(&order[start..k]);
+            start = k;
+            real = 0;
+        }
+        real += l;
+    }
+    if start < order.len() {
+        out.push(&order[start..]);
+    }
+    out
+}
+
+#[cfg(test)]
+mod chunk_tests {
+    use super::*;
+
+    #[test]
+    fn batches_keep_padding_under_a_quarter_and_hold_every_text_once() {
+        let lens = [3usize, 3, 4, 4, 5, 9, 10, 10, 40, 41, 250];
+        let order: Vec<usize> = (0..lens.len()).collect();
+        let chunks = chunks_by_length(&order, |i| lens[i]);
+        let flat: Vec<usize> = chunks.iter().flat_map(|c| c.iter().copied()).collect();
+        assert_eq!(flat, order);
+        for c in &chunks {
+            let longest = c.iter().map(|&i| lens[i]).max().unwrap();
+            let real: usize = c.iter().map(|&i| lens[i]).sum();
+            assert!(c.len() == 1 || 4 * c.len() * longest <= 5 * real, "{c:?}");
+            assert!(c.len() <= BATCH);
+        }
+        assert_eq!(chunks.last().unwrap(), &[10usize].as_slice(), "the longest text runs alone");
+        let many: Vec<usize> = (0..100).collect();
+        assert!(chunks_by_length(&many, |_| 7).iter().all(|c| c.len() <= BATCH));
+    }
 }
