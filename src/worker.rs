@@ -707,27 +707,24 @@ fn run_embed_pass(role: &str) {
     }
 }
 
+/// Runs `pass` when `interval` has gone by since `last` (or it never ran); returns how long
+/// until it is due again.
+fn when_due(last: &mut Option<Instant>, interval: Duration, pass: impl FnOnce()) -> Duration {
+    match last.map(|t| t.elapsed()) {
+        Some(e) if e < interval => interval - e,
+        _ => {
+            pass();
+            *last = Some(Instant::now());
+            interval
+        }
+    }
+}
+
 /// Runs the jobs that are due; returns how long to sleep until the next one.
 fn run_due_jobs(role: &str, since: Instant, last_pack: &mut Option<Instant>, last_embed: &mut Option<Instant>) -> Duration {
     let mut sleep = MAX_SLEEP;
-    let every = gucs::embed_interval();
-    match last_embed.map(|t| t.elapsed()) {
-        Some(e) if e < every => sleep = sleep.min(every - e),
-        _ => {
-            run_embed_pass(role);
-            *last_embed = Some(Instant::now());
-            sleep = sleep.min(every);
-        }
-    }
-    let interval = gucs::pack_interval();
-    match last_pack.map(|t| t.elapsed()) {
-        Some(e) if e < interval => sleep = sleep.min(interval - e),
-        _ => {
-            run_pack_pass(role);
-            *last_pack = Some(Instant::now());
-            sleep = sleep.min(interval);
-        }
-    }
+    sleep = sleep.min(when_due(last_embed, gucs::embed_interval(), || run_embed_pass(role)));
+    sleep = sleep.min(when_due(last_pack, gucs::pack_interval(), || run_pack_pass(role)));
     for (job, interval) in [(Job::Forget, gucs::forget_interval()), (Job::Consolidate, gucs::consolidate_interval())] {
         if shutdown_requested() {
             break;
