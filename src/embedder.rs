@@ -108,7 +108,7 @@ fn spec(client: &mut SpiClient<'_>, name: &str) -> Result<(Spec, i32)> {
 /// that holds the model's files (an error for a model that has no row or no folder).
 pub fn has_files(client: &mut SpiClient<'_>, name: &str) -> Result<bool> {
     let (spec, _) = spec(client, name)?;
-    Ok(["config.json", "tokenizer.json", "model.safetensors"].iter().all(|f| spec.folder.join(f).is_file()))
+    Ok(agent_memory_embed::has_files(&spec.folder))
 }
 
 /// Reads the model's row, and loads the model (once per process, again when its row changed).

@@ -88,6 +88,16 @@ pub struct Model {
 /// Texts run through the encoder together at most (sorted by length, so a batch pads little).
 pub const BATCH: usize = 32;
 
+/// The files of a model's folder: its BERT configuration, its tokenizer and its weights.
+const CONFIG: &str = "config.json";
+const TOKENIZER: &str = "tokenizer.json";
+const WEIGHTS: &str = "model.safetensors";
+
+/// Whether `dir` holds the files a model loads from (it may still fail to load, if one is broken).
+pub fn has_files(dir: &Path) -> bool {
+    [CONFIG, TOKENIZER, WEIGHTS].iter().all(|f| dir.join(f).is_file())
+}
+
 fn file(dir: &Path, name: &str) -> Result<PathBuf, EmbedError> {
     let p = dir.join(name);
     if p.is_file() {
@@ -103,9 +113,9 @@ impl Model {
     /// `options.max_tokens` and padding to the longest text of a batch, as sentence-transformers
     /// does (the files of all-MiniLM-L6-v2 say 128 and a fixed 128).
     pub fn load(dir: &Path, options: Options) -> Result<Model, EmbedError> {
-        let config_path = file(dir, "config.json")?;
-        let tokenizer_path = file(dir, "tokenizer.json")?;
-        let weights_path = file(dir, "model.safetensors")?;
+        let config_path = file(dir, CONFIG)?;
+        let tokenizer_path = file(dir, TOKENIZER)?;
+        let weights_path = file(dir, WEIGHTS)?;
         let config: Config = serde_json::from_str(
             &std::fs::read_to_string(&config_path).map_err(|e| EmbedError::Broken(config_path.clone(), e.to_string()))?,
         )
