@@ -30,7 +30,7 @@ const LOCK_PACK: &str = concat!("SELECT pg_catalog.pg_advisory_xact_lock(", key!
 const LOCK_ERASE_SHARED: &str = concat!("SELECT pg_catalog.pg_advisory_xact_lock_shared(", key!("agent_memory.erase:"), ")");
 /// The user's erasure lock, shared, until the end of the transaction, or false when an erasure
 /// holds it: the worker's embedding pass skips the user's rows then (the erasure drops them).
-pub const TRY_LOCK_ERASE_SHARED: &str = concat!("SELECT pg_catalog.pg_try_advisory_xact_lock_shared(", key!("agent_memory.erase:"), ")");
+const TRY_LOCK_ERASE_SHARED: &str = concat!("SELECT pg_catalog.pg_try_advisory_xact_lock_shared(", key!("agent_memory.erase:"), ")");
 /// Waits for the user's lock until the end of the transaction.
 const LOCK_USER: &str = concat!("SELECT pg_catalog.pg_advisory_xact_lock(", key!("agent_memory.user:"), ")");
 /// Takes the job's lock until the end of the transaction, or returns false.
@@ -65,6 +65,14 @@ pub fn user(client: &mut SpiClient<'_>, user: &str) -> Result<()> {
     }
     as_owner(client, LOCK_USER, &[user.into()])?;
     Ok(())
+}
+
+/// Takes `user`'s erasure lock shared until the end of the transaction, unless an erasure of the
+/// user holds or waits for it: then returns false at once.
+pub fn try_erasure_shared(client: &mut SpiClient<'_>, user: &str) -> Result<bool> {
+    let free: Option<bool> =
+        first_value(as_owner(client, TRY_LOCK_ERASE_SHARED, &[user.into()])?).map_err(spi("taking an erasure lock"))?;
+    Ok(free == Some(true))
 }
 
 /// Waits for the locks a rebuild of `user`'s packs of `model` holds until the end of the

@@ -1,9 +1,11 @@
 //! `agent_memory.memory_embed(text, model)` and its batch form over `text[]`: the server's
 //! embedding of text, as the text forms of recall, context and reconcile compute it.
 
+use std::collections::BTreeMap;
+
 use pgrx::prelude::*;
 
-use crate::error::{OrRaise, Result};
+use crate::error::{spi, OrRaise, Result};
 use crate::vector::VectorResult;
 
 fn embed_texts(texts: &[Option<String>], model: Option<&str>) -> Result<Vec<Option<Vec<f32>>>> {
@@ -94,8 +96,6 @@ pub struct EmbedBatch {
 /// (the erasure drops the rows), and the user's erasure lock is held shared while the embeddings
 /// go into the cache, so an erasure that follows drops those entries too.
 pub fn embed_pending(client: &mut pgrx::spi::SpiClient<'_>, after: i64, limit: i64) -> Result<EmbedBatch> {
-    use crate::error::spi;
-    use std::collections::BTreeMap;
     let mut by_model: BTreeMap<String, Vec<(i64, String)>> = BTreeMap::new();
     let mut users: BTreeMap<String, Vec<(String, i64, String)>> = BTreeMap::new();
     let mut last_id = None;
@@ -111,10 +111,7 @@ pub fn embed_pending(client: &mut pgrx::spi::SpiClient<'_>, after: i64, limit: i
         }
     }
     for (user, rows) in users {
-        let free: Option<bool> =
-            crate::error::first_value(crate::locks::as_owner(client, crate::locks::TRY_LOCK_ERASE_SHARED, &[user.into()])?)
-                .map_err(spi("taking an erasure lock"))?;
-        if free == Some(true) {
+        if crate::locks::try_erasure_shared(client, &user)? {
             for (model, id, content) in rows {
                 by_model.entry(model).or_default().push((id, content));
             }
