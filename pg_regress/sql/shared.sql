@@ -146,6 +146,13 @@ SELECT action FROM agent_memory.memory_reconcile('sh-bob', NULL, NULL, NULL, 'Bo
 INSERT INTO agent_memory.memories (user_id, content) VALUES ('sh-bob', 'Bob repairs old bicycles');
 SELECT content FROM agent_memory.memory_recall('sh-bob', 'what kind of bird does he have?', 1, touch => false);
 SELECT content FROM agent_memory.memory_recall('sh-bob', 'fixing bikes', 1, touch => false);
+-- Under agent_memory.embed_async the writer's rows wait for the worker, found by their words.
+SET agent_memory.embed_async = on;
+INSERT INTO agent_memory.memories (user_id, content) VALUES ('sh-bob', 'Bob sings in a barbershop quartet');
+SELECT action FROM agent_memory.memory_reconcile('sh-bob', NULL, NULL, NULL, 'Bob brews ginger beer');
+SELECT content, emb IS NULL AS waiting FROM agent_memory.memories WHERE user_id = 'sh-bob' AND emb IS NULL ORDER BY id;
+SELECT content FROM agent_memory.memory_recall('sh-bob', NULL, 1, query_text => 'barbershop quartet', touch => false);
+RESET agent_memory.embed_async;
 SELECT entries > 0 AS cache_used FROM agent_memory.memory_embed_stats();
 \set VERBOSITY sqlstate
 SELECT count(*) FROM agent_memory.embedding_cache;
@@ -153,6 +160,8 @@ SELECT count(*) FROM agent_memory.embedding_cache;
 SET ROLE shared_app_a;
 SET agent_memory.user_id = 'sh-dave';
 SELECT count(*) AS bob_rows_seen_by_another_tenant FROM agent_memory.memory_recall('sh-bob', 'what kind of bird does he have?', 5, touch => false);
+SELECT count(*) AS bob_waiting_rows_seen_by_another_tenant FROM agent_memory.memory_recall('sh-bob', NULL, 5, query_text => 'barbershop quartet', touch => false);
+SELECT count(*) AS bob_rows_read_by_another_tenant FROM agent_memory.memories WHERE user_id = 'sh-bob';
 RESET agent_memory.user_id;
 RESET ROLE;
 
