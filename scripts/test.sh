@@ -8,7 +8,9 @@
 #   5. out-of-process tests: real clients over a socket (tests/)
 #   6. the upgrade path from the oldest shipped version (tests/upgrade.sh)
 #   7. a new cluster whose worker database does not exist yet (tests/new_cluster.sh)
-#   8. a server beside the tests (tests/bystander.sh): started with the library preloaded before
+#   8. the Python package (python/): its client, LangGraph store, MCP server and examples/agent.py,
+#      with pytest in a virtual environment under target/, against the test server
+#   9. a server beside the tests (tests/bystander.sh): started with the library preloaded before
 #      the other tiers, it must keep serving, uncrashed, while they (and scripts/package.sh) install
 # Exits non-zero when any tier fails.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -20,7 +22,7 @@ PORT="${AGENT_MEMORY_TEST_PORT:-28836}"
 FAILED=()
 PASSED=()
 # AGENT_MEMORY_TIERS="regress standby" runs only the named tiers (unit_tests, pg_tests, regress,
-# standby, out_of_process, upgrade, new_cluster, lint, bystander); unset, all of them.
+# standby, out_of_process, python_package, upgrade, new_cluster, lint, bystander); unset, all of them.
 wanted() { [ -z "${AGENT_MEMORY_TIERS:-}" ] || [[ " $AGENT_MEMORY_TIERS " == *" $1 "* ]]; }
 tier() {  # tier NAME COMMAND...: runs one tier and records the outcome
   local name="$1"; shift
@@ -107,6 +109,21 @@ out_of_process() {
   AGENT_MEMORY_TEST_HOST="$SOCK" AGENT_MEMORY_TEST_PORT="$PORT" cargo test -p agent_memory_tests --no-fail-fast -- --test-threads=1
 }
 
+# The Python package, installed from ./python into a virtual environment under target/ (packages
+# from PyPI, at the versions of python/constraints.txt), type-checked and tested against the test
+# server: the client, the LangGraph store (with LangGraph itself), the MCP server over stdio and
+# examples/agent.py.
+python_package() {
+  local venv="$ROOT/target/python-venv"
+  command -v python3 >/dev/null 2>&1 || apt_install python3
+  python3 -c 'import venv, ensurepip' 2>/dev/null || apt_install python3-venv
+  [ -x "$venv/bin/python" ] || python3 -m venv "$venv" || return 1
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check -c "$ROOT/python/constraints.txt" \
+    "$ROOT/python[test]" mypy || return 1
+  "$venv/bin/mypy" --strict "$ROOT/python/src/agent_memory" &&
+    AGENT_MEMORY_TEST_HOST="$SOCK" AGENT_MEMORY_TEST_PORT="$PORT" "$venv/bin/python" -m pytest -q -p no:cacheprovider "$ROOT/python/tests"
+}
+
 if wanted bystander; then
   install_extension
   if bash "$ROOT/tests/bystander.sh" start; then BYSTANDER="$(server_dir bystander)/data"; else FAILED+=("bystander (start)"); fi
@@ -118,6 +135,7 @@ start_test_server
 tier "pg_regress" regress
 tier "standby (a streaming replica, psql)" standby
 tier "out-of-process tests (tests/)" out_of_process
+tier "Python package (python/, pytest)" python_package
 tier "upgrade from 0.1.0 (ALTER EXTENSION ... UPDATE, psql)" upgrade
 tier "new cluster (the workers' launcher, psql)" new_cluster
 [ -n "$BYSTANDER" ] && tier "a server beside the tests (tests/bystander.sh, psql)" bystander

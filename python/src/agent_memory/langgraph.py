@@ -1,0 +1,312 @@
+"""``AgentMemoryStore``: a LangGraph store (``langgraph.store.base.BaseStore``) on agent_memory.
+
+How items map to memories:
+
+* **User.** The label at position ``user_label`` (default 0) of an item's namespace is the user
+  (``("user-07", "memories")``: user ``user-07``; with ``user_label=1``, LangMem's
+  ``("memories", "user-07")``). Every operation runs with ``agent_memory.user_id`` set to it, so
+  row-level security, tenancy bindings and erasure (``memory_erase``) cover the store's items.
+* **Kind.** The first label of the namespace that names a kind (``semantic``, ``episodic``,
+  ``procedural``) is the memory's kind; otherwise the store's ``kind`` (default ``semantic``).
+* **Key.** An item is one active memory keyed by ``subject = 'langgraph:' || the namespace joined
+  by '.'`` and ``predicate = 'langgraph:' || key``: the extension's unique active fact index keeps
+  one active item per namespace and key, whoever writes. Its ``content`` is the text indexed for
+  search (the value's ``index`` fields, as LangGraph extracts them; by default the whole value as
+  JSON), which the server embeds. The value, namespace and key are kept in ``metadata.langgraph``.
+* **Put** updates the memory in place (its version rises; the new content is embedded anew);
+  **delete** retires it (reason ``deleted``; it stays until the forgetting pass's purge, and
+  ``memory_erase`` removes it). Items are memories: the forgetting pass may retire them by the
+  retention settings unless the store is made with ``protected=True``.
+* **Search** with ``query`` ranks the items under the namespace prefix that match ``filter`` by the
+  cosine similarity of their embedding to the server's embedding of the query (``score``), exactly:
+  the candidates are filtered first, then ranked, never through an approximate index. Items put with
+  ``index=False`` have no score and come after the scored ones. Without ``query``, items come in the
+  order they were first written. ``filter`` takes values (equality, nested objects, lists) and the
+  operators ``$eq``, ``$ne``, ``$gt``, ``$gte``, ``$lt``, ``$lte``.
+* TTLs are not supported (``supports_ttl = False``): retention is the extension's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import Any
+
+import psycopg
+from psycopg import sql
+from langgraph.store.base import (
+    BaseStore,
+    GetOp,
+    Item,
+    ListNamespacesOp,
+    MatchCondition,
+    Op,
+    PutOp,
+    Result,
+    SearchItem,
+    SearchOp,
+)
+from langgraph.store.base.embed import get_text_at_path, tokenize_path
+from psycopg.types.json import Jsonb
+from psycopg_pool import ConnectionPool
+
+from ._calls import SET_USER
+from .errors import AgentMemoryError
+
+KINDS = ("semantic", "episodic", "procedural")
+PREFIX = "langgraph:"
+
+_LIVE = "m.active AND (m.expires_at IS NULL OR m.expires_at > now()) AND (m.valid_until IS NULL OR m.valid_until > now())"
+_ITEM = "m.metadata -> 'langgraph' AS lg, m.created_at"
+
+_UPDATE = f"""
+UPDATE agent_memory.memories m
+   SET content = %(content)s, emb = NULL, kind = %(kind)s, protected = %(protected)s,
+       metadata = pg_catalog.jsonb_set(m.metadata, '{{langgraph}}',
+                                       %(lg)s::jsonb || pg_catalog.jsonb_build_object('updated_at', now()))
+ WHERE m.user_id = %(user)s AND m.subject = %(subject)s AND m.predicate = %(predicate)s AND m.active
+RETURNING m.id
+"""
+_INSERT = """
+INSERT INTO agent_memory.memories (user_id, kind, subject, predicate, content, protected, source, metadata)
+VALUES (%(user)s, %(kind)s, %(subject)s, %(predicate)s, %(content)s, %(protected)s, 'langgraph',
+        pg_catalog.jsonb_build_object('langgraph', %(lg)s::jsonb || pg_catalog.jsonb_build_object('updated_at', now())))
+"""
+_DELETE = """
+UPDATE agent_memory.memories m SET active = false, retired_reason = 'deleted', retired_at = now()
+ WHERE m.user_id = %(user)s AND m.subject = %(subject)s AND m.predicate = %(predicate)s AND m.active
+"""
+
+
+def _subject(namespace: Sequence[str]) -> str:
+    return PREFIX + ".".join(namespace)
+
+
+def _like_escape(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def _filter_sql(value: Any, path: list[str], out: list[str], params: list[Any]) -> None:
+    """SQL conditions on the stored value equivalent to LangGraph's filter matching."""
+    if isinstance(value, dict) and any(k.startswith("$") for k in value):
+        for op, operand in value.items():
+            if op in ("$eq", "$ne"):
+                cmp = "=" if op == "$eq" else "IS DISTINCT FROM"
+                out.append(f"(m.metadata #> %s::text[]) {cmp} %s::jsonb")
+                params.extend([["langgraph", "value", *path], Jsonb(operand)])
+            elif op in ("$gt", "$gte", "$lt", "$lte"):
+                cmp = {"$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}[op]
+                out.append("(CASE WHEN pg_catalog.jsonb_typeof(m.metadata #> %s::text[]) = 'number' "
+                           f"THEN (m.metadata #> %s::text[])::text::double precision END) {cmp} %s")
+                params.extend([["langgraph", "value", *path], ["langgraph", "value", *path], float(operand)])
+            else:
+                raise ValueError(f"unsupported filter operator: {op}")
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            _filter_sql(v, [*path, k], out, params)
+    else:
+        out.append("(m.metadata #> %s::text[]) = %s::jsonb")
+        params.extend([["langgraph", "value", *path], Jsonb(value)])
+
+
+def _matches(condition: MatchCondition, namespace: tuple[str, ...]) -> bool:
+    path = tuple(condition.path)
+    if len(namespace) < len(path):
+        return False
+    pairs = zip(namespace, path) if condition.match_type == "prefix" else zip(reversed(namespace), reversed(path))
+    return all(p == "*" or n == p for n, p in pairs)
+
+
+class AgentMemoryStore(BaseStore):
+    """A LangGraph store whose items are agent_memory memories (see the module's docstring).
+
+    ``AgentMemoryStore(dsn)`` opens a pool of its own; ``pool=`` shares one. ``index`` is
+    LangGraph's index configuration: only its ``fields`` are used (the server embeds with its text
+    model, ``agent_memory.text_model``).
+    """
+
+    supports_ttl = False
+
+    def __init__(self, dsn: str | None = None, *, pool: ConnectionPool | None = None, user_label: int = 0,
+                 kind: str = "semantic", protected: bool = False, index: dict[str, Any] | None = None,
+                 max_size: int = 10):
+        if pool is None:
+            if dsn is None:
+                raise ValueError("pass a dsn or a pool")
+            pool = ConnectionPool(dsn, min_size=1, max_size=max_size, open=True)
+            self._owned = True
+        else:
+            self._owned = False
+        if kind not in KINDS:
+            raise ValueError(f"kind must be one of {', '.join(KINDS)}")
+        self.pool = pool
+        self.user_label = user_label
+        self.kind = kind
+        self.protected = protected
+        fields = (index or {}).get("fields") or ["$"]
+        self._fields = [(f, tokenize_path(f) if f != "$" else f) for f in fields]
+        self._vector_schema: str | None = None
+
+    # --- mapping -------------------------------------------------------------------------------
+
+    def _user_of(self, namespace: Sequence[str]) -> str:
+        if len(namespace) <= self.user_label:
+            raise ValueError(f"the namespace {tuple(namespace)!r} has no user label at position {self.user_label}")
+        user = namespace[self.user_label]
+        if not isinstance(user, str) or not user.strip() or user == "*":
+            raise ValueError(f"the namespace {tuple(namespace)!r} names no user at position {self.user_label}")
+        return user
+
+    def _kind_of(self, namespace: Sequence[str]) -> str:
+        return next((label for label in namespace if label in KINDS), self.kind)
+
+    def _text_of(self, op: PutOp) -> tuple[str, bool]:
+        """The text the server embeds for an item, and whether it is indexed at all."""
+        assert op.value is not None
+        if op.index is False:
+            return op.key, False
+        fields = self._fields if op.index is None else [(f, tokenize_path(f)) for f in op.index]
+        texts: list[str] = []
+        for path, tokens in fields:
+            texts.extend(get_text_at_path(op.value, tokens if path != "$" else "$"))
+        if not texts:
+            return op.key, False
+        return "\n".join(texts), True
+
+    @staticmethod
+    def _item(lg: dict[str, Any], created_at: datetime, score: float | None = None,
+              search: bool = False) -> Item:
+        updated = datetime.fromisoformat(lg["updated_at"]) if lg.get("updated_at") else created_at
+        args = dict(namespace=tuple(lg["namespace"]), key=lg["key"], value=lg["value"], created_at=created_at,
+                    updated_at=updated)
+        return SearchItem(**args, score=score) if search else Item(**args)
+
+    # --- operations ----------------------------------------------------------------------------
+
+    def _get(self, cur: psycopg.Cursor[Any], op: GetOp) -> Item | None:
+        cur.execute(f"SELECT {_ITEM} FROM agent_memory.memories m WHERE m.user_id = %s AND m.subject = %s "
+                    f"AND m.predicate = %s AND {_LIVE}",
+                    [self._user_of(op.namespace), _subject(op.namespace), PREFIX + op.key])
+        row = cur.fetchone()
+        return self._item(row[0], row[1]) if row else None
+
+    def _put(self, cur: psycopg.Cursor[Any], op: PutOp) -> None:
+        args: dict[str, Any] = {"user": self._user_of(op.namespace), "subject": _subject(op.namespace),
+                                "predicate": PREFIX + op.key}
+        if op.value is None:
+            cur.execute(_DELETE, args)
+            return
+        content, indexed = self._text_of(op)
+        args.update(kind=self._kind_of(op.namespace), protected=self.protected, content=content,
+                    lg=Jsonb({"namespace": list(op.namespace), "key": op.key, "value": dict(op.value),
+                              "indexed": indexed}))
+        cur.execute(_UPDATE, args)
+        if cur.rowcount == 0:
+            # A first put. Two writers racing on a new key: the unique active fact index lets one
+            # insert, and the other updates the row it made.
+            try:
+                with cur.connection.transaction():
+                    cur.execute(_INSERT, args)
+            except psycopg.errors.UniqueViolation:
+                cur.execute(_UPDATE, args)
+
+    def _vectors(self, cur: psycopg.Cursor[Any]) -> str:
+        if self._vector_schema is None:
+            cur.execute("SELECT n.nspname FROM pg_catalog.pg_extension e JOIN pg_catalog.pg_namespace n "
+                        "ON n.oid = e.extnamespace WHERE e.extname = 'vector'")
+            row = cur.fetchone()
+            if row is None:
+                raise AgentMemoryError("pgvector is not installed in this database", sqlstate="58P01")
+            self._vector_schema = sql.Identifier(row[0]).as_string(cur.connection)
+        return self._vector_schema
+
+    def _search(self, cur: psycopg.Cursor[Any], op: SearchOp) -> list[SearchItem]:
+        prefix = tuple(op.namespace_prefix)
+        conditions = ["m.user_id = %s", "(m.subject = %s OR m.subject LIKE %s)", _LIVE]
+        params: list[Any] = [self._user_of(prefix), _subject(prefix), _like_escape(_subject(prefix)) + ".%"]
+        if op.filter:
+            _filter_sql(op.filter, [], conditions, params)
+        where = " AND ".join(conditions)
+        if op.query:
+            vs = self._vectors(cur)
+            cur.execute(
+                f"WITH c AS MATERIALIZED (SELECT m.id, m.emb, {_ITEM} FROM agent_memory.memories m WHERE {where}), "
+                f"q AS (SELECT agent_memory.memory_embed(%s::text) AS v) "
+                f"SELECT c.lg, c.created_at, CASE WHEN (c.lg ->> 'indexed')::boolean AND c.emb IS NOT NULL "
+                f"THEN 1 - (c.emb OPERATOR({vs}.<=>) q.v) END AS score "
+                f"FROM c, q ORDER BY score DESC NULLS LAST, c.id LIMIT %s OFFSET %s",
+                [*params, op.query, op.limit, op.offset])
+            return [self._item(lg, created, score, search=True) for lg, created, score in cur.fetchall()]  # type: ignore[misc]
+        cur.execute(f"SELECT {_ITEM} FROM agent_memory.memories m WHERE {where} "
+                    "ORDER BY m.created_at, m.id LIMIT %s OFFSET %s", [*params, op.limit, op.offset])
+        return [self._item(lg, created, search=True) for lg, created in cur.fetchall()]  # type: ignore[misc]
+
+    def _list_namespaces(self, cur: psycopg.Cursor[Any], op: ListNamespacesOp) -> list[tuple[str, ...]]:
+        conditions = [_LIVE, "m.subject LIKE 'langgraph:%%'"]
+        params: list[Any] = []
+        for c in op.match_conditions or ():
+            path = tuple(c.path)
+            if c.match_type == "prefix" and len(path) > self.user_label and path[self.user_label] != "*":
+                conditions.append("m.user_id = %s")
+                params.append(path[self.user_label])
+        cur.execute("SELECT DISTINCT m.metadata -> 'langgraph' -> 'namespace' FROM agent_memory.memories m "
+                    f"WHERE {' AND '.join(conditions)}", params)
+        namespaces = {tuple(row[0]) for row in cur.fetchall()}
+        namespaces = {ns for ns in namespaces if all(_matches(c, ns) for c in op.match_conditions or ())}
+        if op.max_depth is not None:
+            namespaces = {ns[: op.max_depth] for ns in namespaces}
+        return sorted(namespaces)[op.offset : op.offset + op.limit]
+
+    def _user_for(self, op: Op) -> str | None:
+        if isinstance(op, (GetOp, PutOp)):
+            return self._user_of(op.namespace)
+        if isinstance(op, SearchOp):
+            return self._user_of(op.namespace_prefix)
+        if isinstance(op, ListNamespacesOp):
+            users = {tuple(c.path)[self.user_label] for c in op.match_conditions or ()
+                     if c.match_type == "prefix" and len(c.path) > self.user_label and c.path[self.user_label] != "*"}
+            return users.pop() if len(users) == 1 else None
+        raise ValueError(f"unknown operation: {type(op).__name__}")
+
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        """Runs the operations in order, each in a transaction of its own for its user."""
+        results: list[Result] = []
+        for op in ops:
+            user = self._user_for(op)
+            try:
+                with self.pool.connection() as conn, conn.cursor() as cur:
+                    if user is not None:
+                        cur.execute(SET_USER, [user])
+                    if isinstance(op, GetOp):
+                        results.append(self._get(cur, op))
+                    elif isinstance(op, PutOp):
+                        self._put(cur, op)
+                        results.append(None)
+                    elif isinstance(op, SearchOp):
+                        results.append(self._search(cur, op))
+                    else:
+                        assert isinstance(op, ListNamespacesOp)
+                        results.append(self._list_namespaces(cur, op))
+            except psycopg.Error as e:
+                raise AgentMemoryError.from_psycopg(e) from e
+        return results
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        """``batch`` in a worker thread, so the event loop never waits on the database."""
+        return await asyncio.to_thread(self.batch, list(ops))
+
+    def close(self) -> None:
+        if self._owned:
+            self.pool.close()
+
+    def __enter__(self) -> "AgentMemoryStore":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+__all__ = ["AgentMemoryStore"]
+

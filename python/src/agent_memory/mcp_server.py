@@ -1,0 +1,92 @@
+"""``agent-memory-mcp``: an MCP server (stdio) with the tools remember, recall, context and forget.
+
+Its database is named by the environment variable ``AGENT_MEMORY_DSN`` (a libpq connection string
+or URI). Each tool is one call of the extension's SQL API; errors reach the client with their
+SQLSTATE and hint.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+
+from .client import AsyncMemory
+from .errors import AgentMemoryError
+
+server = MCPServer("agent-memory", instructions=(
+    "Long-term memory of the users you talk with. Call recall (or context, for a prompt within a token budget) "
+    "before answering; call remember with each new fact, preference or event the user tells; forget a memory "
+    "by its id when the user asks."))
+
+_memory: AsyncMemory | None = None
+
+
+async def _client() -> AsyncMemory:
+    global _memory
+    if _memory is None:
+        dsn = os.environ.get("AGENT_MEMORY_DSN")
+        if not dsn:
+            raise RuntimeError("set AGENT_MEMORY_DSN to the database's connection string")
+        memory = AsyncMemory(dsn, min_size=1, max_size=4)
+        await memory.open()
+        _memory = memory
+    return _memory
+
+
+@contextmanager
+def _reported() -> Iterator[None]:
+    """The database's error (SQLSTATE, message, hint) and a bad argument reach the client as the
+    tool's error, not as a bare failure."""
+    try:
+        yield
+    except (AgentMemoryError, ValueError) as e:
+        raise ToolError(str(e)) from e
+
+
+@server.tool()
+async def remember(user_id: str, text: str, subject: str | None = None, predicate: str | None = None,
+                   object: str | None = None, kind: str = "semantic", negate: bool = False) -> dict[str, Any]:
+    """Remember a statement about the user: free text, or a fact keyed by subject and predicate (a new
+    object supersedes the old; negate retires it). Returns the action (ADD, UPDATE, DELETE, NONE) and the
+    memory's id."""
+    with _reported():
+        r = await (await _client()).remember(user_id, text, subject=subject, predicate=predicate, object=object,
+                                             kind=kind, negate=negate or None)
+    return {"action": r.action, "memory_id": r.memory_id, "previous_id": r.previous_id, "version": r.version}
+
+
+@server.tool()
+async def recall(user_id: str, question: str, k: int = 5) -> list[dict[str, Any]]:
+    """The k memories of the user that best answer a question in words, best first."""
+    with _reported():
+        rows = await (await _client()).recall(user_id, question, k)
+    return [{"id": r.id, "content": r.content, "score": r.score, "kind": r.kind,
+             "created_at": r.created_at.isoformat() if r.created_at else None} for r in rows]
+
+
+@server.tool()
+async def context(user_id: str, session_id: str, question: str, token_budget: int = 2000) -> str:
+    """What the prompt should hold about the user for a request, within a token budget: standing
+    instructions, the session's recent turns and the best long-term memories, as text."""
+    with _reported():
+        return await (await _client()).context_text(user_id, session_id, question, token_budget)
+
+
+@server.tool()
+async def forget(user_id: str, memory_id: int) -> dict[str, Any]:
+    """Forget one memory of the user by its id (it is retired, not shown again)."""
+    with _reported():
+        return {"forgotten": await (await _client()).forget(user_id, memory_id)}
+
+
+def main() -> None:
+    server.run("stdio")
+
+
+if __name__ == "__main__":
+    main()

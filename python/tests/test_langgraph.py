@@ -1,0 +1,184 @@
+"""AgentMemoryStore against LangGraph itself: a compiled StateGraph that uses it, and the same
+operations on LangGraph's InMemoryStore (given the server's own embeddings) returning the same."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import TypedDict
+
+import psycopg
+import pytest
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import END, START, StateGraph
+from langgraph.runtime import Runtime
+from langgraph.store.memory import InMemoryStore
+
+from agent_memory import Memory
+from agent_memory.langgraph import AgentMemoryStore
+
+
+@pytest.fixture(scope="module")
+def store(dsn: str):
+    with AgentMemoryStore(dsn) as s:
+        yield s
+
+
+def server_embeddings(dsn: str):
+    def embed(texts: list[str]) -> list[list[float]]:
+        with psycopg.connect(dsn) as conn:
+            rows = conn.execute("SELECT embedding::text FROM agent_memory.memory_embed(%s::text[]) ORDER BY ordinal",
+                                [texts]).fetchall()
+        return [[float(x) for x in r[0][1:-1].split(",")] for r in rows]
+    return embed
+
+
+def test_the_same_operations_return_what_the_in_memory_store_returns(dsn: str, store: AgentMemoryStore, user: str):
+    reference = InMemoryStore(index={"dims": 384, "embed": server_embeddings(dsn)})
+    puts = [
+        ((user, "prefs"), "editor", {"text": "Prefers neovim for editing code", "n": 3, "tags": ["dev"]}),
+        ((user, "prefs"), "food", {"text": "Loves spicy ramen", "n": 5, "tags": ["food"]}),
+        ((user, "prefs", "pets"), "dog", {"text": "Has a dog named Rex", "n": 7, "owner": {"since": 2019}}),
+        ((user, "episodic"), "trip", {"text": "Went hiking in the Alps in June", "n": 1, "tags": ["travel"]}),
+        ((user, "notes"), "raw", {"text": "not for search", "n": 2, "tags": []}, False),
+        ((user, "prefs"), "editor", {"text": "Prefers helix for editing code", "n": 4, "tags": ["dev"]}),
+        ((user, "prefs"), "drink", {"text": "Drinks green tea every morning", "n": 6, "tags": ["food"]}),
+    ]
+    for s in (store, reference):
+        for p in puts:
+            s.put(p[0], p[1], p[2], index=p[3] if len(p) > 3 else None)
+        s.delete((user, "prefs"), "food")
+
+    def same(ours, theirs):
+        assert [(i.namespace, i.key, i.value) for i in ours] == [(i.namespace, i.key, i.value) for i in theirs]
+
+    assert store.get((user, "prefs"), "editor").value == reference.get((user, "prefs"), "editor").value
+    assert store.get((user, "prefs"), "food") is None and reference.get((user, "prefs"), "food") is None
+    assert store.get((user, "nowhere"), "editor") is None
+    for query in ("which editor do I use?", "what do I drink?", "pets", "mountains"):
+        ours = store.search((user,), query=query, limit=10)
+        theirs = reference.search((user,), query=query, limit=10)
+        same(ours, theirs)
+        for a, b in zip(ours, theirs):
+            assert (a.score is None) == (b.score is None)
+            if a.score is not None:
+                assert abs(a.score - b.score) < 1e-5
+        same(store.search((user,), query=query, limit=2, offset=1),
+             reference.search((user,), query=query, limit=2, offset=1))
+    for prefix in ((user,), (user, "prefs"), (user, "prefs", "pets"), (user, "pre")):
+        assert sorted(i.key for i in store.search(prefix, limit=50)) == sorted(
+            i.key for i in reference.search(prefix, limit=50))
+    for flt in ({"n": {"$gte": 4}}, {"n": {"$lt": 4, "$ne": 1}}, {"tags": ["food"]}, {"owner": {"since": 2019}},
+                {"n": 6}, {"text": "Loves spicy ramen"}):
+        assert sorted(i.key for i in store.search((user,), filter=flt)) == sorted(
+            i.key for i in reference.search((user,), filter=flt)), flt
+    same(store.search((user,), query="editing code", filter={"tags": ["dev"]}),
+         reference.search((user,), query="editing code", filter={"tags": ["dev"]}))
+    for kwargs in ({"prefix": (user,)}, {"prefix": (user,), "max_depth": 2}, {"prefix": (user, "prefs")},
+                   {"prefix": (user,), "suffix": ("pets",)}, {"prefix": (user, "*", "pets")},
+                   {"prefix": (user,), "limit": 2, "offset": 1}):
+        assert store.list_namespaces(**kwargs) == reference.list_namespaces(**kwargs), kwargs
+
+
+def test_items_are_memories_of_the_namespaces_user(dsn: str, store: AgentMemoryStore, user: str,
+                                                   admin: psycopg.Connection, writer_dsn: str):
+    store.put((user, "episodic", "trips"), "lisbon", {"text": "Visited Lisbon in May"})
+    store.put((user, "facts"), "city", {"text": "Lives in Porto"})
+    rows = admin.execute("SELECT kind, subject, predicate, emb IS NOT NULL, version FROM agent_memory.memories "
+                         "WHERE user_id = %s AND active ORDER BY id", [user]).fetchall()
+    assert rows == [("episodic", f"langgraph:{user}.episodic.trips", "langgraph:lisbon", True, 1),
+                    ("semantic", f"langgraph:{user}.facts", "langgraph:city", True, 1)]
+    store.put((user, "facts"), "city", {"text": "Lives in Braga"})
+    # A put of the same key updates the memory in place: one row, its version up, its content embedded anew.
+    rows = admin.execute("SELECT id, content, version, emb IS NOT NULL FROM agent_memory.memories "
+                         "WHERE user_id = %s AND predicate = 'langgraph:city'", [user]).fetchall()
+    assert len(rows) == 1 and "Lives in Braga" in rows[0][1] and rows[0][2:] == (2, True)
+    assert admin.execute("SELECT agent_memory.memory_embed(%s) <=> emb < 1e-6 FROM agent_memory.memories "
+                         "WHERE id = %s", [rows[0][1], rows[0][0]]).fetchone() == (True,)
+    # Recall by words finds the store's items; another user's namespace never does.
+    with Memory(dsn) as m:
+        assert m.recall(user, "where do I live?", 1)[0].content.find("Braga") >= 0
+    other = user + "-b"
+    with AgentMemoryStore(writer_dsn) as w:
+        assert w.get((user, "facts"), "city").value == {"text": "Lives in Braga"}
+        assert w.search((other,), query="where do I live?") == []
+        w.put((other, "facts"), "city", {"text": "Lives in Faro"})
+        assert [i.value["text"] for i in w.search((other,), query="where do I live?")] == ["Lives in Faro"]
+        assert [i.value["text"] for i in w.search((user,), query="where do I live?", filter={"text": {"$ne": "x"}},
+                                                  limit=1)] == ["Lives in Braga"]
+    # The erasure takes the user's items with it.
+    with Memory(dsn) as m:
+        assert m.erase(user).memories == 2
+    assert store.get((user, "facts"), "city") is None
+
+
+def test_concurrent_first_puts_of_one_key_leave_one_item(store: AgentMemoryStore, user: str, admin: psycopg.Connection):
+    barrier = threading.Barrier(8)
+    errors: list[BaseException] = []
+
+    def put(i: int) -> None:
+        try:
+            barrier.wait()
+            store.put((user, "race"), "k", {"text": f"value {i}", "i": i})
+        except BaseException as e:  # noqa: BLE001
+            errors.append(e)
+
+    threads = [threading.Thread(target=put, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert admin.execute("SELECT count(*) FROM agent_memory.memories WHERE user_id = %s AND active",
+                         [user]).fetchone() == (1,)
+    assert store.get((user, "race"), "k").value["i"] in range(8)
+
+
+def test_a_user_label_elsewhere_in_the_namespace(dsn: str, user: str, admin: psycopg.Connection):
+    with AgentMemoryStore(dsn, user_label=1) as s:
+        s.put(("memories", user), "m1", {"content": "Prefers window seats"})
+        assert [i.key for i in s.search(("memories", user), query="seat on a plane")] == ["m1"]
+        with pytest.raises(ValueError):
+            s.search(("memories",), query="anything")
+    assert admin.execute("SELECT count(*) FROM agent_memory.memories WHERE user_id = %s", [user]).fetchone() == (1,)
+
+
+class State(TypedDict):
+    message: str
+    recalled: list[str]
+
+
+@dataclass
+class Context:
+    user_id: str
+
+
+def test_a_state_graph_remembers_across_two_threads_of_a_user(store: AgentMemoryStore, user: str):
+    def remember_and_recall(state: State, runtime: Runtime[Context]) -> dict:
+        namespace = (runtime.context.user_id, "memories")
+        found = runtime.store.search(namespace, query=state["message"], limit=3)
+        if state["message"].startswith("remember:"):
+            text = state["message"].removeprefix("remember:").strip()
+            runtime.store.put(namespace, f"m{len(runtime.store.search(namespace, limit=100))}", {"text": text})
+        return {"recalled": [i.value["text"] for i in found]}
+
+    builder = StateGraph(State, context_schema=Context)
+    builder.add_node("memory", remember_and_recall)
+    builder.add_edge(START, "memory")
+    builder.add_edge("memory", END)
+    graph = builder.compile(checkpointer=InMemorySaver(), store=store)
+
+    ctx = Context(user_id=user)
+    graph.invoke({"message": "remember: my favourite colour is teal", "recalled": []},
+                 {"configurable": {"thread_id": "thread-1"}}, context=ctx)
+    graph.invoke({"message": "remember: I was born in Porto", "recalled": []},
+                 {"configurable": {"thread_id": "thread-1"}}, context=ctx)
+    # Another thread of the same user finds what the first one stored.
+    out = graph.invoke({"message": "what colour do I like?", "recalled": []},
+                       {"configurable": {"thread_id": "thread-2"}}, context=ctx)
+    assert out["recalled"][0] == "my favourite colour is teal"
+    assert set(out["recalled"]) == {"my favourite colour is teal", "I was born in Porto"}
+    # Another user's thread finds nothing.
+    out = graph.invoke({"message": "what colour do I like?", "recalled": []},
+                       {"configurable": {"thread_id": "thread-3"}}, context=Context(user_id=user + "-x"))
+    assert out["recalled"] == []
