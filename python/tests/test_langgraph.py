@@ -12,6 +12,7 @@ import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
+from langgraph.store.base import InvalidNamespaceError, PutOp, SearchOp
 from langgraph.store.memory import InMemoryStore
 
 from agent_memory import Memory
@@ -110,6 +111,25 @@ def test_items_are_memories_of_the_namespaces_user(dsn: str, store: AgentMemoryS
     with Memory(dsn) as m:
         assert m.erase(user).memories == 2
     assert store.get((user, "facts"), "city") is None
+
+
+def test_a_deleted_key_put_again_is_a_new_item_and_bad_namespaces_are_refused(store: AgentMemoryStore, user: str,
+                                                                               admin: psycopg.Connection):
+    store.put((user, "k"), "a", {"text": "first"})
+    store.delete((user, "k"), "a")
+    assert store.get((user, "k"), "a") is None
+    store.put((user, "k"), "a", {"text": "second"})
+    assert store.get((user, "k"), "a").value == {"text": "second"}
+    rows = admin.execute("SELECT active, retired_reason FROM agent_memory.memories WHERE user_id = %s ORDER BY id",
+                         [user]).fetchall()
+    assert rows == [(False, "deleted"), (True, None)]
+    for bad in ((user, "a.b"), (user, "")):
+        with pytest.raises(InvalidNamespaceError):
+            store.batch([PutOp(bad, "k", {"text": "x"})])
+    with pytest.raises(ValueError):
+        store.batch([PutOp((), "k", {"text": "x"})])
+    with pytest.raises(ValueError):
+        store.batch([SearchOp((), query="anything")])
 
 
 def test_concurrent_first_puts_of_one_key_leave_one_item(store: AgentMemoryStore, user: str, admin: psycopg.Connection):

@@ -39,6 +39,7 @@ from psycopg import sql
 from langgraph.store.base import (
     BaseStore,
     GetOp,
+    InvalidNamespaceError,
     Item,
     ListNamespacesOp,
     MatchCondition,
@@ -152,6 +153,10 @@ class AgentMemoryStore(BaseStore):
     # --- mapping -------------------------------------------------------------------------------
 
     def _user_of(self, namespace: Sequence[str]) -> str:
+        # As LangGraph's own check: labels are non-empty strings without a period (the stored
+        # subject joins them with periods, and a prefix search matches on it).
+        if any(not isinstance(label, str) or not label or "." in label for label in namespace):
+            raise InvalidNamespaceError(f"namespace labels must be non-empty strings without periods: {namespace!r}")
         if len(namespace) <= self.user_label:
             raise ValueError(f"the namespace {tuple(namespace)!r} has no user label at position {self.user_label}")
         user = namespace[self.user_label]
