@@ -70,7 +70,8 @@ def test_the_same_operations_return_what_the_in_memory_store_returns(dsn: str, s
         assert sorted(i.key for i in store.search(prefix, limit=50)) == sorted(
             i.key for i in reference.search(prefix, limit=50))
     for flt in ({"n": {"$gte": 4}}, {"n": {"$lt": 4, "$ne": 1}}, {"tags": ["food"]}, {"owner": {"since": 2019}},
-                {"n": 6}, {"text": "Loves spicy ramen"}):
+                {"n": 6}, {"text": "Loves spicy ramen"}, {"owner": None}, {"owner": {"$ne": None}},
+                {"n": {"$eq": 3}}, {"tags": {"$ne": ["dev"]}}, {"owner": {"since": {"$gt": 2000}}}):
         assert sorted(i.key for i in store.search((user,), filter=flt)) == sorted(
             i.key for i in reference.search((user,), filter=flt)), flt
     same(store.search((user,), query="editing code", filter={"tags": ["dev"]}),

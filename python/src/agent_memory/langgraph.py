@@ -93,10 +93,12 @@ def _filter_sql(value: Any, path: list[str], out: list[str], params: list[Any]) 
     """SQL conditions on the stored value equivalent to LangGraph's filter matching."""
     if isinstance(value, dict) and any(k.startswith("$") for k in value):
         for op, operand in value.items():
-            if op in ("$eq", "$ne"):
-                cmp = "=" if op == "$eq" else "IS DISTINCT FROM"
-                out.append(f"(m.metadata #> %s::text[]) {cmp} %s::jsonb")
-                params.extend([["langgraph", "value", *path], Jsonb(operand)])
+            if op == "$eq":
+                _equals(operand, path, out, params)
+            elif op == "$ne":
+                inner: list[str] = []
+                _equals(operand, path, inner, params)
+                out.append(f"NOT coalesce({inner[0]}, false)")
             elif op in ("$gt", "$gte", "$lt", "$lte"):
                 cmp = {"$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}[op]
                 out.append("(CASE WHEN pg_catalog.jsonb_typeof(m.metadata #> %s::text[]) = 'number' "
@@ -107,6 +109,15 @@ def _filter_sql(value: Any, path: list[str], out: list[str], params: list[Any]) 
     elif isinstance(value, dict):
         for k, v in value.items():
             _filter_sql(v, [*path, k], out, params)
+    else:
+        _equals(value, path, out, params)
+
+
+def _equals(value: Any, path: list[str], out: list[str], params: list[Any]) -> None:
+    """The stored value at ``path`` equals ``value`` (a missing field equals None, as in LangGraph)."""
+    if value is None:
+        out.append("coalesce(m.metadata #> %s::text[], 'null'::jsonb) = 'null'::jsonb")
+        params.append(["langgraph", "value", *path])
     else:
         out.append("(m.metadata #> %s::text[]) = %s::jsonb")
         params.extend([["langgraph", "value", *path], Jsonb(value)])
