@@ -171,7 +171,7 @@ class AgentMemoryStore(BaseStore):
         if len(namespace) <= self.user_label:
             raise ValueError(f"the namespace {tuple(namespace)!r} has no user label at position {self.user_label}")
         user = namespace[self.user_label]
-        if not isinstance(user, str) or not user.strip() or user == "*":
+        if not user.strip() or user == "*":
             raise ValueError(f"the namespace {tuple(namespace)!r} names no user at position {self.user_label}")
         return user
 
@@ -201,15 +201,15 @@ class AgentMemoryStore(BaseStore):
 
     # --- operations ----------------------------------------------------------------------------
 
-    def _get(self, cur: psycopg.Cursor[Any], op: GetOp) -> Item | None:
+    def _get(self, cur: psycopg.Cursor[Any], op: GetOp, user: str) -> Item | None:
         cur.execute(f"SELECT {_ITEM} FROM agent_memory.memories m WHERE m.user_id = %s AND m.subject = %s "
                     f"AND m.predicate = %s AND {_LIVE}",
-                    [self._user_of(op.namespace), _subject(op.namespace), PREFIX + op.key])
+                    [user, _subject(op.namespace), PREFIX + op.key])
         row = cur.fetchone()
         return self._item(row[0], row[1]) if row else None
 
-    def _put(self, cur: psycopg.Cursor[Any], op: PutOp) -> None:
-        args: dict[str, Any] = {"user": self._user_of(op.namespace), "subject": _subject(op.namespace),
+    def _put(self, cur: psycopg.Cursor[Any], op: PutOp, user: str) -> None:
+        args: dict[str, Any] = {"user": user, "subject": _subject(op.namespace),
                                 "predicate": PREFIX + op.key}
         if op.value is None:
             cur.execute(_DELETE, args)
@@ -238,10 +238,10 @@ class AgentMemoryStore(BaseStore):
             self._vector_schema = sql.Identifier(row[0]).as_string(cur.connection)
         return self._vector_schema
 
-    def _search(self, cur: psycopg.Cursor[Any], op: SearchOp) -> list[SearchItem]:
-        prefix = tuple(op.namespace_prefix)
+    def _search(self, cur: psycopg.Cursor[Any], op: SearchOp, user: str) -> list[SearchItem]:
+        subject = _subject(op.namespace_prefix)
         conditions = ["m.user_id = %s", "(m.subject = %s OR m.subject LIKE %s)", _LIVE]
-        params: list[Any] = [self._user_of(prefix), _subject(prefix), _like_escape(_subject(prefix)) + ".%"]
+        params: list[Any] = [user, subject, _like_escape(subject) + ".%"]
         if op.filter:
             _filter_sql(op.filter, [], conditions, params)
         where = " AND ".join(conditions)
@@ -259,14 +259,17 @@ class AgentMemoryStore(BaseStore):
                     "ORDER BY m.created_at, m.id LIMIT %s OFFSET %s", [*params, op.limit, op.offset])
         return [self._item(lg, created, search=True) for lg, created in cur.fetchall()]  # type: ignore[misc]
 
+    def _named_users(self, op: ListNamespacesOp) -> set[str]:
+        """The users that the operation's prefix conditions name (no wildcard at the user label)."""
+        return {c.path[self.user_label] for c in op.match_conditions or ()
+                if c.match_type == "prefix" and len(c.path) > self.user_label and c.path[self.user_label] != "*"}
+
     def _list_namespaces(self, cur: psycopg.Cursor[Any], op: ListNamespacesOp) -> list[tuple[str, ...]]:
         conditions = [_LIVE, "m.subject LIKE 'langgraph:%%'"]
         params: list[Any] = []
-        for c in op.match_conditions or ():
-            path = tuple(c.path)
-            if c.match_type == "prefix" and len(path) > self.user_label and path[self.user_label] != "*":
-                conditions.append("m.user_id = %s")
-                params.append(path[self.user_label])
+        for user in self._named_users(op):
+            conditions.append("m.user_id = %s")
+            params.append(user)
         cur.execute("SELECT DISTINCT m.metadata -> 'langgraph' -> 'namespace' FROM agent_memory.memories m "
                     f"WHERE {' AND '.join(conditions)}", params)
         namespaces = {tuple(row[0]) for row in cur.fetchall()}
@@ -281,8 +284,7 @@ class AgentMemoryStore(BaseStore):
         if isinstance(op, SearchOp):
             return self._user_of(op.namespace_prefix)
         if isinstance(op, ListNamespacesOp):
-            users = {tuple(c.path)[self.user_label] for c in op.match_conditions or ()
-                     if c.match_type == "prefix" and len(c.path) > self.user_label and c.path[self.user_label] != "*"}
+            users = self._named_users(op)
             return users.pop() if len(users) == 1 else None
         raise ValueError(f"unknown operation: {type(op).__name__}")
 
@@ -296,12 +298,15 @@ class AgentMemoryStore(BaseStore):
                     if user is not None:
                         cur.execute(SET_USER, [user])
                     if isinstance(op, GetOp):
-                        results.append(self._get(cur, op))
+                        assert user is not None
+                        results.append(self._get(cur, op, user))
                     elif isinstance(op, PutOp):
-                        self._put(cur, op)
+                        assert user is not None
+                        self._put(cur, op, user)
                         results.append(None)
                     elif isinstance(op, SearchOp):
-                        results.append(self._search(cur, op))
+                        assert user is not None
+                        results.append(self._search(cur, op, user))
                     else:
                         assert isinstance(op, ListNamespacesOp)
                         results.append(self._list_namespaces(cur, op))
