@@ -6,6 +6,7 @@
 #   bench/run.sh maintain  memory_forget and memory_consolidate on 1,000,000 memories
 #   bench/run.sh evict     the eviction simulation: six policies, three question streams (no server)
 #   bench/run.sh embed     text in: embeddings per second, what a text question adds to recall, memory
+#   bench/run.sh throughput  reads under 1-32 connections: hits folded by the worker vs touch in place vs none
 #   bench/run.sh quality   evidence recall on real conversations (shared/eval), before and after maintenance;
 #                          writes docs/quality.md
 # Figures are printed and written under target/agent_memory/.
@@ -26,7 +27,7 @@ DATA="$(server_dir bench)/data"
 SOCK="$(server_dir bench-socket)"
 trap 'stop_server "$DATA"' EXIT
 start_server "$DATA" "$SOCK" "$PORT" "shared_buffers = '6GB'" "max_wal_size = '4GB'" \
-  "agent_memory.worker_databases = 'am_bench_maintain'" "log_min_messages = warning"
+  "agent_memory.worker_databases = 'am_bench_maintain, am_bench_throughput'" "log_min_messages = warning"
 say "Benchmark: $which (PostgreSQL $(pg_major), $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB)"
 if [ "$which" = storage ]; then
   psql -X -h "$SOCK" -p "$PORT" -U postgres -d postgres -q -c "DROP DATABASE IF EXISTS am_bench_storage" -c "CREATE DATABASE am_bench_storage"

@@ -74,6 +74,18 @@ else
     || die "cargo install cargo-pgrx failed"
 fi
 PGRX_HOME="${PGRX_HOME:-$HOME/.pgrx}"
+# A server pgrx was pointed at that is gone (a clone deleted with its scratch build) breaks
+# every build: pgrx's build scripts ask each configured pg_config for its version.
+if [ -f "$PGRX_HOME/config.toml" ]; then
+  while IFS= read -r line; do
+    path="$(sed -nE 's/^pg[0-9]+ = "(.*)"$/\1/p' <<<"$line")"
+    if [ -n "$path" ] && [ ! -x "$path" ]; then
+      grep -vxF "$line" "$PGRX_HOME/config.toml" >"$PGRX_HOME/config.toml.new" || true
+      mv "$PGRX_HOME/config.toml.new" "$PGRX_HOME/config.toml"
+      note "cargo pgrx: forgot ${line%% =*}, whose pg_config $path is gone"
+    fi
+  done < <(cat "$PGRX_HOME/config.toml")
+fi
 if grep -q "^pg$MAJOR = \"$(command -v pg_config)\"" "$PGRX_HOME/config.toml" 2>/dev/null; then
   note "cargo pgrx init: pg$MAJOR uses the system server"
 else

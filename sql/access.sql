@@ -185,7 +185,7 @@ BEGIN
     EXECUTE format('GRANT UPDATE (last_hit_at, hit_count) ON agent_memory.memories TO %s', role);
     functions := ARRAY['memory_recall', 'memory_context', 'memory_context_text', 'memory_evidence', 'memory_decay_score',
                        'memory_retention_score', 'memory_importance', 'memory_retention', 'last_success',
-                       'memory_embed', 'memory_embed_stats'];
+                       'memory_embed', 'memory_embed_stats', 'memory_hit_stats'];
     IF level IN ('writer', 'admin') THEN
         EXECUTE format('GRANT INSERT, UPDATE ON agent_memory.memories, agent_memory.turns, agent_memory.tasks TO %s', role);
         -- Writers add predicates (never change one: that is the admins'), and register a model
@@ -210,6 +210,7 @@ BEGIN
                        pg_catalog.pg_get_serial_sequence('agent_memory.runs', 'id'),
                        pg_catalog.pg_get_serial_sequence('agent_memory.erasures', 'id'), role);
         functions := functions || ARRAY['memory_forget', 'memory_consolidate', 'memory_erase', 'memory_create_index', 'memory_pack',
+                                        'memory_fold_hits',
                                         'erasure_lock', 'erasure_hash', 'hmac_sha256', 'bind_role', 'unbind_role', 'uncache_user'];
         EXECUTE format('GRANT agent_memory_admin TO %s', role);
     END IF;

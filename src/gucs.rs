@@ -155,6 +155,12 @@ static WORKERS_ENABLED: GucSetting<bool> = GucSetting::<bool>::new(true);
 static FORGET_INTERVAL: GucSetting<i32> = GucSetting::<i32>::new(600);
 /// `agent_memory.consolidate_interval`: time between consolidation passes (seconds; default 1 day).
 static CONSOLIDATE_INTERVAL: GucSetting<i32> = GucSetting::<i32>::new(86_400);
+/// `agent_memory.hit_buffer`: memories whose recall hits shared memory holds until the worker
+/// folds them (server start only; default 65,536; 0: every recall updates its rows itself).
+static HIT_BUFFER: GucSetting<i32> = GucSetting::<i32>::new(65_536);
+/// `agent_memory.hit_fold_interval`: how often the worker folds recall's hits into the memories
+/// (milliseconds; default 2 s).
+static HIT_FOLD_INTERVAL: GucSetting<i32> = GucSetting::<i32>::new(2_000);
 /// `agent_memory.worker_synchronous_commit`: whether a worker's batches wait for their WAL to reach
 /// disk at commit (default off: they commit like `synchronous_commit = off`).
 static WORKER_SYNCHRONOUS_COMMIT: GucSetting<bool> = GucSetting::<bool>::new(false);
@@ -780,6 +786,14 @@ pub fn embed_async() -> bool {
     EMBED_ASYNC.get()
 }
 
+pub fn hit_buffer() -> usize {
+    HIT_BUFFER.get().max(0) as usize
+}
+
+pub fn hit_fold_interval() -> std::time::Duration {
+    std::time::Duration::from_millis(HIT_FOLD_INTERVAL.get().max(100) as u64)
+}
+
 pub fn embed_interval() -> std::time::Duration {
     std::time::Duration::from_millis(EMBED_INTERVAL.get().max(10) as u64)
 }
@@ -823,6 +837,26 @@ pub fn approximate_candidates() -> i64 {
 }
 
 fn define_worker_settings() {
+    GucRegistry::define_int_guc(
+        c"agent_memory.hit_buffer",
+        c"Memories whose recall hits are held in shared memory until the background worker folds them.",
+        c"A recall in a database with a worker records its hits there and writes nothing; the worker folds them into last_hit_at and hit_count every agent_memory.hit_fold_interval. When the buffer is full, hits of further memories are dropped (memory_hit_stats counts them). 0: every recall updates the rows it returns itself.",
+        &HIT_BUFFER,
+        0,
+        16_777_216,
+        GucContext::Postmaster,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"agent_memory.hit_fold_interval",
+        c"How often the background worker folds recall's hits into last_hit_at and hit_count.",
+        c"Ranking and forgetting see a hit at most this long (plus a pass the worker is running) after the recall; a crash loses at most this long of hits, never a memory.",
+        &HIT_FOLD_INTERVAL,
+        100,
+        3_600_000,
+        GucContext::Sighup,
+        GucFlags::UNIT_MS,
+    );
     GucRegistry::define_string_guc(
         c"agent_memory.worker_databases",
         c"Databases the forgetting and consolidation workers work in, comma-separated.",

@@ -254,6 +254,11 @@ fn relations() -> Result<(pg_sys::Oid, pg_sys::Oid)> {
     ))
 }
 
+/// The id of the table of memories (recall's hits name it: `api::hits`).
+pub fn memories_oid() -> Result<u32> {
+    Ok(relations()?.0.to_u32())
+}
+
 /// The snapshot of the running statement (a query of the same statement sees the same rows).
 ///
 /// # Safety

@@ -78,6 +78,7 @@ pub fn init() {
     pg_shmem_init!(SHARE = Slots([FREE; SLOTS]));
     pg_shmem_init!(EMBED_HITS);
     pg_shmem_init!(EMBED_MISSES);
+    init_hits();
     PRELOADED.store(true, std::sync::atomic::Ordering::Relaxed);
 }
 
@@ -227,4 +228,210 @@ pub fn take_back(run_id: i64) -> Option<usize> {
     let mut slots = SHARE.exclusive();
     let s = slots.0.iter_mut().find(|s| find(run_id)(s))?;
     s.claims.take_back().map(|i| i as usize)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Recall's hits, waiting for the worker to fold them (`agent_memory_core::hits`): a table of
+// `agent_memory.hit_buffer` memories in shared memory, sized at server start, and its
+// bookkeeping under one lock. A database's recalls defer their hits only while a worker of that
+// database has said it folds them (`folding`); otherwise recall touches the rows itself.
+
+use agent_memory_core::hits::{self as hit_table, Hit, Recorded, Slot as HitSlot};
+use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
+
+/// Databases whose workers can fold at the same time.
+const FOLDERS: usize = 16;
+
+#[derive(Clone, Copy, Default)]
+struct Folder {
+    database: u32,
+    pid: i32,
+}
+
+#[derive(Clone, Copy, Default)]
+struct HitBook {
+    used: usize,
+    recorded: u64,
+    dropped: u64,
+    folded: u64,
+    folders: [Folder; FOLDERS],
+}
+
+// SAFETY: plain values only, the same in every process.
+unsafe impl PGRXSharedMemory for HitBook {}
+
+// SAFETY: the name is this library's own.
+static HIT_BOOK: PgLwLock<HitBook> = unsafe { PgLwLock::new(c"agent_memory recall hits") };
+/// The table's slots, in shared memory (set in the postmaster, inherited by every process);
+/// read and written only under `HIT_BOOK`'s lock.
+static HIT_TABLE: AtomicPtr<HitSlot> = AtomicPtr::new(std::ptr::null_mut());
+static HIT_SLOTS: AtomicUsize = AtomicUsize::new(0);
+const HIT_TABLE_NAME: &std::ffi::CStr = c"agent_memory recall hit table";
+
+static mut PREV_SHMEM_REQUEST: pg_sys::shmem_request_hook_type = None;
+static mut PREV_SHMEM_STARTUP: pg_sys::shmem_startup_hook_type = None;
+
+/// Reserves the hit table (`agent_memory.hit_buffer` memories); from `init`.
+#[allow(unexpected_cfgs)] // the macro names every PostgreSQL version's feature, not only ours
+fn init_hits() {
+    pg_shmem_init!(HIT_BOOK = HitBook::default());
+    HIT_SLOTS.store(hit_table::slots_for(crate::gucs::hit_buffer()), Ordering::Relaxed);
+    // SAFETY: `_PG_init` runs in the postmaster before any hook is called; the previous hooks are
+    // called first by ours.
+    unsafe {
+        PREV_SHMEM_REQUEST = pg_sys::shmem_request_hook;
+        pg_sys::shmem_request_hook = Some(request_hit_table);
+        PREV_SHMEM_STARTUP = pg_sys::shmem_startup_hook;
+        pg_sys::shmem_startup_hook = Some(start_hit_table);
+    }
+}
+
+fn hit_table_bytes() -> usize {
+    HIT_SLOTS.load(Ordering::Relaxed) * std::mem::size_of::<HitSlot>()
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn request_hit_table() {
+    // SAFETY: called by the postmaster in its shared memory request phase.
+    unsafe {
+        if let Some(prev) = PREV_SHMEM_REQUEST {
+            prev();
+        }
+        pg_sys::RequestAddinShmemSpace(hit_table_bytes());
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn start_hit_table() {
+    // SAFETY: called once shared memory exists, by the postmaster (and by every process on
+    // platforms without fork), under the lock PostgreSQL gives add-ins for their structs.
+    unsafe {
+        if let Some(prev) = PREV_SHMEM_STARTUP {
+            prev();
+        }
+        let bytes = hit_table_bytes();
+        if bytes == 0 {
+            return;
+        }
+        let init_lock = &raw mut (*pg_sys::MainLWLockArray.add(21)).lock;
+        pg_sys::LWLockAcquire(init_lock, pg_sys::LWLockMode::LW_EXCLUSIVE);
+        let mut found = false;
+        let p = pg_sys::ShmemInitStruct(HIT_TABLE_NAME.as_ptr(), bytes, &mut found).cast::<HitSlot>();
+        if !found {
+            std::ptr::write_bytes(p.cast::<u8>(), 0, bytes);
+        }
+        HIT_TABLE.store(p, Ordering::Relaxed);
+        pg_sys::LWLockRelease(init_lock);
+    }
+}
+
+/// The hit table with its bookkeeping, under the lock (exclusive).
+fn with_hits<R>(f: impl FnOnce(&mut HitBook, &mut [HitSlot]) -> R) -> Option<R> {
+    if !PRELOADED.load(Ordering::Relaxed) {
+        return None;
+    }
+    let p = HIT_TABLE.load(Ordering::Relaxed);
+    let mut book = HIT_BOOK.exclusive();
+    let table: &mut [HitSlot] = if p.is_null() {
+        &mut []
+    } else {
+        // SAFETY: the table has HIT_SLOTS slots in shared memory, and every process touches it
+        // only while it holds HIT_BOOK's lock exclusively, as here.
+        unsafe { std::slice::from_raw_parts_mut(p, HIT_SLOTS.load(Ordering::Relaxed)) }
+    };
+    Some(f(&mut book, table))
+}
+
+/// Whether this database's recalls defer their hits: the library is preloaded with a hit table,
+/// this is not a standby, and a live worker of this database folds them.
+pub fn hits_deferred() -> bool {
+    if !PRELOADED.load(Ordering::Relaxed) || HIT_SLOTS.load(Ordering::Relaxed) == 0 || crate::pg::in_recovery() {
+        return false;
+    }
+    let db = database();
+    let pid = {
+        let book = HIT_BOOK.share();
+        book.folders.iter().find(|f| f.database == db).map(|f| f.pid)
+    };
+    pid.is_some_and(alive)
+}
+
+/// Records that recall returned `ids` of the table of memories `relation` at `at`
+/// (PostgreSQL's microseconds); returns how many were dropped because the table was full.
+pub fn record_hits(relation: u32, ids: &[i64], at: i64) -> usize {
+    let db = database();
+    with_hits(|book, table| {
+        let mut dropped = 0;
+        for id in ids {
+            if hit_table::record(table, &mut book.used, db, relation, *id, at) == Recorded::Dropped {
+                dropped += 1;
+            }
+        }
+        book.recorded += (ids.len() - dropped) as u64;
+        book.dropped += dropped as u64;
+        dropped
+    })
+    .unwrap_or(ids.len())
+}
+
+/// Takes this database's waiting hits out of the table, in id order.
+pub fn take_hits() -> Vec<Hit> {
+    let db = database();
+    with_hits(|book, table| hit_table::take(table, &mut book.used, db)).unwrap_or_default()
+}
+
+/// Puts back hits whose fold failed (they are dropped, and counted, if the table is full).
+pub fn put_back_hits(hits: &[Hit]) {
+    let db = database();
+    with_hits(|book, table| {
+        let lost = hit_table::put_back(table, &mut book.used, db, hits);
+        book.dropped += lost as u64;
+    });
+}
+
+/// Counts hits folded into the table of memories, and hits passed over (of a table that is gone).
+pub fn count_folded(folded: u64, passed_over: u64) {
+    with_hits(|book, _| {
+        book.folded += folded;
+        book.dropped += passed_over;
+    });
+}
+
+/// This process folds this database's hits from now on (`true`), or no longer does.
+pub fn folding(on: bool) {
+    let (db, pid) = (database(), crate::pg::backend_pid());
+    with_hits(|book, _| {
+        let mine = book.folders.iter().position(|f| f.database == db);
+        match (on, mine) {
+            (true, Some(i)) => book.folders[i].pid = pid,
+            (true, None) => {
+                if let Some(i) = book.folders.iter().position(|f| f.database == 0 || !alive(f.pid)) {
+                    book.folders[i] = Folder { database: db, pid };
+                }
+            }
+            (false, Some(i)) if book.folders[i].pid == pid => book.folders[i] = Folder::default(),
+            (false, _) => {}
+        }
+    });
+}
+
+/// The hit table as `memory_hit_stats` shows it.
+pub struct HitCounts {
+    pub pending: i64,
+    pub capacity: i64,
+    pub recorded: i64,
+    pub folded: i64,
+    pub dropped: i64,
+}
+
+/// The hit table's counters (`None` without the preload).
+pub fn hit_counts() -> Option<HitCounts> {
+    let db = database();
+    with_hits(|book, table| HitCounts {
+        pending: hit_table::pending(table, db) as i64,
+        capacity: hit_table::limit(table.len()) as i64,
+        recorded: book.recorded as i64,
+        folded: book.folded as i64,
+        dropped: book.dropped as i64,
+    })
 }

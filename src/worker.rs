@@ -650,6 +650,7 @@ fn run_pack_pass(role: &str) {
         if shutdown_requested() {
             break;
         }
+        fold_hits_if_due(role);
         match batch_as(role, |c| crate::api::pack::build(c, user, model)) {
             Ok(n) => {
                 built += 1;
@@ -679,6 +680,7 @@ fn run_embed_pass(role: &str) {
         if shutdown_requested() || started.elapsed() > EMBED_PASS_LIMIT {
             break;
         }
+        fold_hits_if_due(role);
         match batch_as(role, |c| crate::api::embed::embed_pending(c, after, gucs::embed_batch_size())) {
             Ok(b) => {
                 if total == 0 && b.embedded > 0 {
@@ -720,9 +722,37 @@ fn when_due(last: &mut Option<Instant>, interval: Duration, pass: impl FnOnce())
     }
 }
 
+thread_local! {
+    /// When the worker last folded recall's hits.
+    static LAST_FOLD: std::cell::Cell<Option<Instant>> = const { std::cell::Cell::new(None) };
+}
+
+/// Folds recall's hits into the memories (`api::hits`) when `agent_memory.hit_fold_interval`
+/// has gone by since the last fold; returns how long until the next. Called from the main loop
+/// and between the batches of the pack and embedding passes.
+fn fold_hits_if_due(role: &str) -> Duration {
+    let interval = gucs::hit_fold_interval();
+    if let Some(e) = LAST_FOLD.with(|l| l.get()).map(|t| t.elapsed()) {
+        if e < interval {
+            return interval - e;
+        }
+    }
+    fold_hits(role);
+    LAST_FOLD.with(|l| l.set(Some(Instant::now())));
+    interval
+}
+
+fn fold_hits(role: &str) {
+    if let Err(e) = batch_as(role, crate::api::hits::fold) {
+        // The hits went back to shared memory with the rollback; the next fold tries again.
+        warning!("agent_memory: folding recall's hits failed: {}", e.message);
+    }
+}
+
 /// Runs the jobs that are due; returns how long to sleep until the next one.
 fn run_due_jobs(role: &str, since: Instant, last_pack: &mut Option<Instant>, last_embed: &mut Option<Instant>) -> Duration {
     let mut sleep = MAX_SLEEP;
+    sleep = sleep.min(fold_hits_if_due(role));
     sleep = sleep.min(when_due(last_embed, gucs::embed_interval(), || run_embed_pass(role)));
     sleep = sleep.min(when_due(last_pack, gucs::pack_interval(), || run_pack_pass(role)));
     for (job, interval) in [(Job::Forget, gucs::forget_interval()), (Job::Consolidate, gucs::consolidate_interval())] {
@@ -782,12 +812,15 @@ pub extern "C-unwind" fn agent_memory_worker_main(_arg: pg_sys::Datum) {
     let mut said_outdated = false;
     let mut last_pack = None;
     let mut last_embed = None;
+    // The role the worker folds recall's hits as, while it does (api::hits).
+    let mut folding_as: Option<String> = None;
     loop {
         reload_config_if_asked();
         if shutdown_requested() {
             break;
         }
         let mut sleep = MAX_SLEEP;
+        let mut folds = None;
         if !in_recovery() {
             if let Err(e) = pin_session() {
                 warning!("agent_memory: could not pin the worker's settings: {}", e.message);
@@ -811,11 +844,24 @@ pub extern "C-unwind" fn agent_memory_worker_main(_arg: pg_sys::Datum) {
                         orphans_marked = true;
                     }
                     if gucs::workers_enabled() {
+                        // From now on this database's recalls leave their hits to this worker.
+                        crate::share::folding(true);
+                        folds = Some(role.clone());
                         sleep = run_due_jobs(&role, since, &mut last_pack, &mut last_embed);
                     }
                 }
                 Err(e) => warning!("agent_memory: could not look for the extension: {}", e.message),
             }
+        }
+        if folds.is_none() {
+            // Recalls touch their rows themselves again; what they left here is folded now.
+            crate::share::folding(false);
+            if let Some(role) = folding_as.take() {
+                fold_hits(&role);
+            }
+        }
+        if folds.is_some() {
+            folding_as = folds;
         }
         // Before sleeping, whatever the last transactions changed is counted, and the worker
         // shows as idle.
@@ -824,6 +870,12 @@ pub extern "C-unwind" fn agent_memory_worker_main(_arg: pg_sys::Datum) {
         if shutdown_requested() || !BackgroundWorker::wait_latch(Some(sleep.max(Duration::from_millis(10)))) {
             break;
         }
+    }
+    // The hits recorded since the last fold are folded on the way out (a fast shutdown stops the
+    // backends at the same time: a recall answered after this fold loses its hit).
+    crate::share::folding(false);
+    if let Some(role) = folding_as {
+        fold_hits(&role);
     }
     // Exit code 1: the postmaster starts the worker again after RESTART_AFTER, unless the
     // server is shutting down (a terminated backend, or a dropped and recreated database, does

@@ -130,7 +130,10 @@ pub fn context(
             .hint("Pass how many long-term memories to consider."));
     }
     let untasked = a.untasked.unwrap_or(true);
-    let touch = a.touch.unwrap_or(true) && !crate::pg::read_only();
+    // Hits are recorded for the worker to fold when it runs in this database (api::hits),
+    // otherwise the rows are touched here.
+    let deferred = a.touch.unwrap_or(true) && crate::share::hits_deferred();
+    let touch = a.touch.unwrap_or(true) && !deferred && !crate::pg::read_only();
     let tokenizer = gucs::tokenizer_kind();
     let text = a.query_text.map(str::trim).filter(|t| !t.is_empty());
 
@@ -258,7 +261,10 @@ pub fn context(
     let mut out = take(procedural, &packed.procedural);
     out.extend(take(working, &packed.working));
     let long_term = take(long_term, &packed.long_term);
-    if touch {
+    if deferred {
+        let ids: Vec<i64> = out.iter().chain(long_term.iter()).filter_map(|r| r.memory_id).collect();
+        crate::share::record_hits(crate::scan::memories_oid()?, &ids, crate::pg::transaction_start());
+    } else if touch {
         let ids: Vec<i64> = out.iter().chain(long_term.iter()).filter_map(|r| r.memory_id).collect();
         if !ids.is_empty() {
             Spi::connect_mut(|client| {

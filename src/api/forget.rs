@@ -256,6 +256,10 @@ pub fn helper_step<D: Driver>(d: &mut D, name: &str) -> Result<i64> {
 
 fn pass<D: Driver>(d: &mut D, dry_run: bool, helper: Option<&mut dyn Helper>) -> Result<Steps> {
     let batch = gucs::batch_size();
+    // Recall's hits waiting in shared memory count first (api::hits).
+    if !dry_run {
+        d.unit(crate::api::hits::fold)?;
+    }
     // Hit counts are halved first, alone: a row locked by another step would be skipped.
     let age = step("age_hits", || age_hits(d, dry_run, batch))?;
     // The helper, when it started, expires and purges while this process evicts.

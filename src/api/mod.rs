@@ -7,6 +7,7 @@ pub mod context;
 pub mod decay;
 pub mod embed;
 pub mod forget;
+pub mod hits;
 pub mod index;
 pub mod pack;
 pub mod policy;

@@ -623,7 +623,10 @@ pub fn recall(user_id: Option<&str>, query: Option<&VectorDatum>, opts: RecallOp
         }
         let ids: Vec<i64> = scored.iter().map(|r| r.id).collect();
         let mut details: HashMap<i64, Details> = HashMap::with_capacity(ids.len());
-        let touching = touch && !crate::pg::read_only();
+        // With a worker folding this database's hits, they are recorded in shared memory and the
+        // rows are only read (api::hits); otherwise recall touches them itself.
+        let deferred = touch && crate::share::hits_deferred();
+        let touching = touch && !deferred && !crate::pg::read_only();
         // Without a touch, the results' rows are read again where the packed ranking found them
         // (the versions this statement sees); any other call, and any id not found there, asks SQL.
         if !touching {
@@ -654,6 +657,10 @@ pub fn recall(user_id: Option<&str>, query: Option<&VectorDatum>, opts: RecallOp
                     },
                 );
             }
+        }
+        if deferred {
+            let returned: Vec<i64> = ids.iter().copied().filter(|id| details.contains_key(id)).collect();
+            crate::share::record_hits(crate::scan::memories_oid()?, &returned, crate::pg::transaction_start());
         }
         Ok(scored
             .into_iter()

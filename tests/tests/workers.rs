@@ -38,6 +38,7 @@ fn reset_settings(c: &mut Client) {
         "pack_interval",
         "embed_interval",
         "embed_batch_size",
+        "hit_fold_interval",
     ] {
         c.batch_execute(&format!("ALTER SYSTEM RESET agent_memory.{name}")).unwrap();
     }
@@ -811,4 +812,229 @@ fn an_erasure_during_the_embedding_pass_leaves_none_of_the_users_embeddings_behi
 
 fn waiting_of(c: &mut Client, pattern: &str) -> i64 {
     c.query_one("SELECT count(*) FROM agent_memory.memories WHERE user_id LIKE $1 AND emb IS NULL", &[&pattern]).unwrap().get(0)
+}
+
+// --- Recall's hits, folded by the worker (src/api/hits.rs) ---------------------------------------
+
+const HIT_DIMS: usize = 8;
+
+fn deferred(c: &mut Client) -> bool {
+    c.query_one("SELECT deferred FROM agent_memory.memory_hit_stats()", &[]).unwrap().get(0)
+}
+
+fn pending_hits(c: &mut Client) -> i64 {
+    c.query_one("SELECT pending FROM agent_memory.memory_hit_stats()", &[]).unwrap().get(0)
+}
+
+/// `n` memories of `user` with random embeddings of model `hit8`; returns their ids.
+fn hit_user(c: &mut Client, user: &str, n: usize, rng: &mut Rng) -> Vec<i64> {
+    (0..n)
+        .map(|i| {
+            let v = Vector::from(rng.vector(HIT_DIMS));
+            c.query_one(
+                "INSERT INTO agent_memory.memories (user_id, content, emb, embedding_model) VALUES ($1, $2, $3, 'hit8') RETURNING id",
+                &[&user, &format!("{user} memory {i}"), &v],
+            )
+            .unwrap()
+            .get(0)
+        })
+        .collect()
+}
+
+fn hit_counts(c: &mut Client, user: &str) -> std::collections::BTreeMap<i64, i32> {
+    c.query("SELECT id, hit_count FROM agent_memory.memories WHERE user_id = $1", &[&user])
+        .unwrap()
+        .into_iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect()
+}
+
+/// The ids one recall of `user` returns, with its touch.
+fn recall_ids(c: &mut Client, user: &str, q: &Vector) -> Vec<i64> {
+    c.query("SELECT id FROM agent_memory.memory_recall($1, $2::vector, 5, model => 'hit8')", &[&user, q])
+        .unwrap()
+        .into_iter()
+        .map(|r| r.get(0))
+        .collect()
+}
+
+/// The WAL records a statement generated in this backend (EXPLAIN's own count: nothing else
+/// on the server adds to it).
+fn wal_records(c: &mut Client, sql: &str, q: &Vector) -> i64 {
+    let literal = format!("'[{}]'", q.as_slice().iter().map(|x| x.to_string()).collect::<Vec<_>>().join(","));
+    let text = c
+        .simple_query(&format!("EXPLAIN (ANALYZE, WAL, FORMAT JSON) {}", sql.replace("$1", &literal)))
+        .unwrap()
+        .into_iter()
+        .find_map(|m| match m {
+            postgres::SimpleQueryMessage::Row(r) => r.get(0).map(str::to_string),
+            _ => None,
+        })
+        .unwrap();
+    let plan: serde_json::Value = serde_json::from_str(&text).unwrap();
+    plan[0]["Plan"]["WAL Records"].as_i64().expect("EXPLAIN shows the WAL records")
+}
+
+/// The workers' database with its worker folding hits, and nothing else of the worker's due for
+/// an hour (its folds included, until a test shortens the interval).
+fn folding_worker() -> Client {
+    let mut c = worker_db();
+    configure(&mut c, &[("workers_enabled", "on"), ("forget_interval", "1h"), ("consolidate_interval", "1h"), ("hit_fold_interval", "1h")]);
+    wait_for("the worker to fold this database's hits", Duration::from_secs(60), || deferred(&mut c));
+    c
+}
+
+#[test]
+fn a_recall_writes_nothing_and_the_worker_folds_its_hits_within_its_interval() {
+    let mut c = folding_worker();
+    let mut rng = Rng(0x5eed_0f17);
+    let ids = hit_user(&mut c, "hits-a", 40, &mut rng);
+    hit_user(&mut c, "hits-b", 10, &mut rng);
+    let queries: Vec<Vector> = (0..100).map(|_| Vector::from(rng.vector(HIT_DIMS))).collect();
+    let before = hit_counts(&mut c, "hits-a");
+    assert!(before.values().all(|n| *n == 0));
+
+    // Each kind of recall, and memory_context, generates no WAL in its backend and takes no
+    // transaction id. (Each runs once first: a first read may prune a page of the catalog that
+    // the extension's creation left dead rows in, or set hint bits that a server with data
+    // checksums logs, whatever reads them.)
+    for sql in [
+        "SELECT * FROM agent_memory.memory_recall('hits-a', $1::vector, 5, model => 'hit8')",
+        "SELECT * FROM agent_memory.memory_recall('hits-a', $1::vector, 5, model => 'hit8', query_text => 'memory 3')",
+        "SELECT * FROM agent_memory.memory_context('hits-a', 'session-1', $1::vector, model => 'hit8', query_text => 'memory')",
+    ] {
+        c.query(sql, &[&queries[0]]).unwrap();
+        assert_eq!(wal_records(&mut c, sql, &queries[0]), 0, "{sql}");
+        let mut t = c.transaction().unwrap();
+        t.query(sql, &[&queries[0]]).unwrap();
+        let xid: Option<String> = t.query_one("SELECT pg_current_xact_id_if_assigned()::text", &[]).unwrap().get(0);
+        assert_eq!(xid, None, "{sql} took a transaction id");
+        t.rollback().unwrap();
+    }
+    c.batch_execute("SELECT agent_memory.memory_fold_hits()").unwrap();
+    let start = hit_counts(&mut c, "hits-a");
+
+    // 100 recalls on an idle server leave the WAL where it was (tried up to three times, in
+    // case autovacuum or a checkpoint writes meanwhile; a recall that wrote would fail each).
+    let mut expected = start.clone();
+    let mut unchanged = false;
+    for _ in 0..3 {
+        let lsn: String = c.query_one("SELECT pg_current_wal_lsn()::text", &[]).unwrap().get(0);
+        for q in &queries {
+            for id in recall_ids(&mut c, "hits-a", q) {
+                *expected.get_mut(&id).unwrap() += 1;
+            }
+        }
+        let after: String = c.query_one("SELECT pg_current_wal_lsn()::text", &[]).unwrap().get(0);
+        if lsn == after {
+            unchanged = true;
+            break;
+        }
+    }
+    assert!(unchanged, "100 recalls moved the WAL on each of three tries");
+    assert_eq!(hit_counts(&mut c, "hits-a"), start, "the rows are not touched before the fold");
+    assert!(pending_hits(&mut c) > 0);
+
+    // touch => false records nothing.
+    let waiting = pending_hits(&mut c);
+    let recorded: i64 = c.query_one("SELECT recorded FROM agent_memory.memory_hit_stats()", &[]).unwrap().get(0);
+    c.query("SELECT * FROM agent_memory.memory_recall('hits-b', $1::vector, 5, model => 'hit8', touch => false)", &[&queries[1]]).unwrap();
+    let r = c.query_one("SELECT pending, recorded FROM agent_memory.memory_hit_stats()", &[]).unwrap();
+    assert_eq!((r.get::<_, i64>(0), r.get::<_, i64>(1)), (waiting, recorded));
+
+    // A short interval, after a reload: the worker folds every hit, each memory counted as
+    // often as recall returned it, and last_hit_at is the time of the latest of those recalls.
+    let recalled_at: String = c.query_one("SELECT clock_timestamp()::text", &[]).unwrap().get(0);
+    configure(&mut c, &[("hit_fold_interval", "200ms")]);
+    wait_for("the worker to fold the hits", Duration::from_secs(20), || hit_counts(&mut c, "hits-a") == expected);
+    assert_eq!(pending_hits(&mut c), 0);
+    let stale: i64 = c
+        .query_one(
+            "SELECT count(*) FROM agent_memory.memories WHERE user_id = 'hits-a' AND hit_count > 0 AND last_hit_at > $1::text::timestamptz",
+            &[&recalled_at],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(stale, 0, "last_hit_at is the recall's time, not the fold's");
+    let hit: i64 = c
+        .query_one(
+            "SELECT count(*) FROM agent_memory.memories WHERE user_id = 'hits-a' AND hit_count > 0 AND last_hit_at > created_at",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(hit as usize, expected.values().filter(|n| **n > 0).count());
+    assert!(ids.iter().all(|id| expected.contains_key(id)));
+    let untouched = hit_counts(&mut c, "hits-b");
+    assert!(untouched.values().all(|n| *n == 0), "touch => false counted: {untouched:?}");
+    reset_settings(&mut c);
+}
+
+#[test]
+fn folded_hits_decide_what_forgetting_keeps_and_a_crash_loses_only_unfolded_hits() {
+    let mut c = folding_worker();
+    let mut rng = Rng(0xf01d);
+    let ids = hit_user(&mut c, "hits-keep", 20, &mut rng);
+    // Five memories are recalled often; their hits are still in shared memory when forgetting
+    // runs by hand, which folds them first and so keeps the five.
+    let wanted: Vec<i64> = ids[..5].to_vec();
+    for _ in 0..10 {
+        let q: Vec<Vector> = c
+            .query("SELECT emb FROM agent_memory.memories WHERE id = ANY ($1) ORDER BY id", &[&wanted])
+            .unwrap()
+            .into_iter()
+            .map(|r| r.get(0))
+            .collect();
+        for v in &q {
+            let got: Vec<i64> = c
+                .query("SELECT id FROM agent_memory.memory_recall('hits-keep', $1::vector, 1, model => 'hit8')", &[v])
+                .unwrap()
+                .into_iter()
+                .map(|r| r.get(0))
+                .collect();
+            assert_eq!(got.len(), 1);
+            assert!(wanted.contains(&got[0]));
+        }
+    }
+    assert!(hit_counts(&mut c, "hits-keep").values().all(|n| *n == 0), "not folded yet");
+    c.batch_execute("SET agent_memory.capacity = 10; SELECT * FROM agent_memory.memory_forget(); RESET agent_memory.capacity").unwrap();
+    let kept: Vec<i64> = c
+        .query(
+            "SELECT id FROM agent_memory.memories WHERE user_id = 'hits-keep' AND active AND archived_at IS NULL AND id = ANY ($1)",
+            &[&wanted],
+        )
+        .unwrap()
+        .into_iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(kept.len(), 5, "forgetting evicted recalled memories: kept {kept:?} of {wanted:?}");
+    let counts = hit_counts(&mut c, "hits-keep");
+    assert!(wanted.iter().all(|id| counts[id] == 10), "{counts:?}");
+
+    // A crash: the hits not folded yet are lost, never a memory or a folded hit.
+    let rows_before: i64 = c.query_one("SELECT count(*) FROM agent_memory.memories WHERE user_id = 'hits-keep'", &[]).unwrap().get(0);
+    let q: Vector = c.query_one("SELECT emb FROM agent_memory.memories WHERE id = $1", &[&wanted[0]]).unwrap().get(0);
+    for _ in 0..7 {
+        c.query("SELECT id FROM agent_memory.memory_recall('hits-keep', $1::vector, 1, model => 'hit8')", &[&q]).unwrap();
+    }
+    assert!(pending_hits(&mut c) > 0);
+    let mut victim = connect(DB);
+    let pid: i32 = victim.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
+    assert!(std::process::Command::new("kill").args(["-9", &pid.to_string()]).status().unwrap().success());
+    drop(victim);
+    drop(c);
+    let mut c = reconnect_after_crash(DB, pid, Duration::from_secs(60));
+    let rows_after: i64 = c.query_one("SELECT count(*) FROM agent_memory.memories WHERE user_id = 'hits-keep'", &[]).unwrap().get(0);
+    assert_eq!(rows_after, rows_before, "a crash lost a memory");
+    assert_eq!(hit_counts(&mut c, "hits-keep")[&wanted[0]], 10, "the folded hits stay, the unfolded 7 are gone");
+    wait_for("the worker to fold hits again after the restart", Duration::from_secs(60), || deferred(&mut c));
+    for _ in 0..3 {
+        c.query("SELECT id FROM agent_memory.memory_recall('hits-keep', $1::vector, 1, model => 'hit8')", &[&q]).unwrap();
+    }
+    // A worker asked to stop folds what is waiting on its way out.
+    let worker = worker_pid(&mut c).unwrap();
+    c.batch_execute(&format!("SELECT pg_terminate_backend({worker})")).unwrap();
+    wait_for("the stopping worker to fold the hits", Duration::from_secs(30), || hit_counts(&mut c, "hits-keep")[&wanted[0]] == 13);
+    wait_for("the worker to come back", Duration::from_secs(60), || worker_pid(&mut c).is_some_and(|p| p != worker));
+    reset_settings(&mut c);
 }

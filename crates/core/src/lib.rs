@@ -14,6 +14,7 @@
 //! * [`reconcile`]: the ADD / UPDATE / DELETE / NONE decision for a candidate fact;
 //! * [`polarity`]: negation in English and Chinese, and comparing statements by their words;
 //! * [`forget`]: the retention score and the choice of what to evict;
+//! * [`hits`]: recall's hits gathered in a fixed table until the worker folds them;
 //! * [`context`]: token counts (cl100k_base, o200k_base, an estimate) and packing a prompt's
 //!   channels into a token budget;
 //! * [`consolidate`]: near-duplicate clustering, the extractive summariser, summary embeddings;
@@ -23,6 +24,7 @@ pub mod consolidate;
 pub mod context;
 pub mod decay;
 pub mod forget;
+pub mod hits;
 pub mod keyword;
 pub mod pack;
 pub mod polarity;
