@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use agent_memory_bench::{centers, clustered, percentile_ms, table};
-use agent_memory_tests::{connect, Rng};
+use agent_memory_tests::{alter_system, connect, Rng};
 use pgvector::Vector;
 use postgres::binary_copy::BinaryCopyInWriter;
 use postgres::types::Type;
@@ -32,10 +32,11 @@ const DIMS: usize = 512;
 const PER_USER: usize = 1000;
 const CONNECTIONS: [usize; 4] = [1, 2, 8, 32];
 
-const WORDS: &[&str] = &[
-    "coffee", "meeting", "flight", "report", "garden", "python", "budget", "doctor", "concert", "invoice", "recipe", "lisbon", "tokyo",
-    "project", "deadline", "birthday", "running", "guitar", "hotel", "contract", "allergy", "review", "dinner", "train",
-];
+/// Syllables of the generated vocabulary: 8,000 words, drawn log-uniformly (a few common words,
+/// a long tail), so that a query's words match a few memories of a user, as in real text.
+const SYLLABLES: [&str; 20] =
+    ["ka", "lo", "mi", "ne", "ru", "ta", "vo", "shi", "pa", "de", "go", "bu", "fe", "ji", "wa", "zo", "ri", "ha", "su", "ni"];
+const VOCABULARY: u64 = 8000;
 
 fn users() -> usize {
     let s: f64 = std::env::var("BENCH_SCALE").ok().and_then(|v| v.parse().ok()).unwrap_or(1.0);
@@ -46,8 +47,14 @@ fn seconds() -> Duration {
     Duration::from_secs_f64(std::env::var("BENCH_SECONDS").ok().and_then(|v| v.parse().ok()).unwrap_or(8.0))
 }
 
+fn word(rng: &mut Rng) -> String {
+    let u = (rng.next_u64() % 1_000_000) as f64 / 1_000_000.0;
+    let i = ((VOCABULARY as f64).powf(u) as u64).min(VOCABULARY - 1) as usize;
+    format!("{}{}{}", SYLLABLES[i % 20], SYLLABLES[(i / 20) % 20], SYLLABLES[(i / 400) % 20])
+}
+
 fn words(rng: &mut Rng, n: usize) -> String {
-    (0..n).map(|_| WORDS[(rng.next_u64() % WORDS.len() as u64) as usize]).collect::<Vec<_>>().join(" ")
+    (0..n).map(|_| word(rng)).collect::<Vec<_>>().join(" ")
 }
 
 fn user(i: usize) -> String {
@@ -133,10 +140,17 @@ impl Mode {
     }
 }
 
+fn reset(c: &mut Client, names: &[&str]) {
+    for n in names {
+        c.batch_execute(&format!("ALTER SYSTEM RESET agent_memory.{n}")).unwrap();
+    }
+    c.batch_execute("SELECT pg_reload_conf()").unwrap();
+}
+
 /// Sets the workers on or off and waits until this database's recalls defer their hits (or not).
 fn set_mode(c: &mut Client, mode: Mode) {
     let on = mode != Mode::InPlace;
-    c.batch_execute(&format!("ALTER SYSTEM SET agent_memory.workers_enabled = {on}; SELECT pg_reload_conf()")).unwrap();
+    alter_system(c, &[("workers_enabled", if on { "on" } else { "off" })]);
     let t = Instant::now();
     loop {
         let deferred: bool = c.query_one("SELECT deferred FROM agent_memory.memory_hit_stats()", &[]).unwrap().get(0);
@@ -158,12 +172,13 @@ struct Cell {
 /// `clients` connections for `seconds()`, each doing 9 reads to 1 reconcile.
 fn run_cell(call: Call, mode: Mode, clients: usize, n_users: usize, seed: u64) -> Cell {
     let stop = AtomicBool::new(false);
+    let ready = std::sync::Barrier::new(clients + 1);
     let cs = centers(&mut Rng(7), 200, DIMS);
-    let start = Instant::now();
+    let mut start = Instant::now();
     let results: Vec<(usize, usize, Vec<Duration>)> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..clients)
             .map(|k| {
-                let (stop, cs) = (&stop, &cs);
+                let (stop, cs, ready) = (&stop, &cs, &ready);
                 scope.spawn(move || {
                     let mut c = connect(DB);
                     let read = c.prepare(&call.sql(mode != Mode::Off)).unwrap();
@@ -173,6 +188,18 @@ fn run_cell(call: Call, mode: Mode, clients: usize, n_users: usize, seed: u64) -
                         ))
                         .unwrap();
                     let mut rng = Rng(seed * 1000 + k as u64);
+                    // A new connection's first calls load what a backend keeps (the token
+                    // counter's tables, plans): not part of the measurement.
+                    for _ in 0..3 {
+                        let u = user((rng.next_u64() % n_users as u64) as usize);
+                        let v = Vector::from(clustered(&mut rng, cs, 0.8));
+                        if call == Call::Vector {
+                            c.query(&read, &[&u, &v]).unwrap();
+                        } else {
+                            c.query(&read, &[&u, &v, &words(&mut rng, 3)]).unwrap();
+                        }
+                    }
+                    ready.wait();
                     let (mut reads, mut writes, mut lat) = (0, 0, Vec::new());
                     while !stop.load(Ordering::Relaxed) {
                         let u = user((rng.next_u64() % n_users as u64) as usize);
@@ -199,6 +226,8 @@ fn run_cell(call: Call, mode: Mode, clients: usize, n_users: usize, seed: u64) -
                 })
             })
             .collect();
+        ready.wait();
+        start = Instant::now();
         std::thread::sleep(seconds());
         stop.store(true, Ordering::Relaxed);
         handles.into_iter().map(|h| h.join().unwrap()).collect()
@@ -209,32 +238,47 @@ fn run_cell(call: Call, mode: Mode, clients: usize, n_users: usize, seed: u64) -
     Cell { reads: results.iter().map(|r| r.0).sum(), writes: results.iter().map(|r| r.1).sum(), elapsed, lat }
 }
 
-/// WAL bytes per read: one connection, `n` reads and nothing else (the worker's folds held
-/// back meanwhile); and the WAL bytes per read of folding those reads' hits afterwards.
+/// The WAL bytes one statement wrote in this backend, by EXPLAIN's own count (what the worker,
+/// autovacuum or a checkpoint write meanwhile is not in it).
+fn wal_bytes(c: &mut Client, sql: &str) -> i64 {
+    let text = c
+        .simple_query(&format!("EXPLAIN (ANALYZE, WAL, FORMAT JSON) {sql}"))
+        .unwrap()
+        .into_iter()
+        .find_map(|m| match m {
+            postgres::SimpleQueryMessage::Row(r) => r.get(0).map(str::to_string),
+            _ => None,
+        })
+        .unwrap();
+    let plan: serde_json::Value = serde_json::from_str(&text).unwrap();
+    plan[0]["Plan"]["WAL Bytes"].as_i64().unwrap()
+}
+
+/// WAL bytes per read: one connection, `n` reads, each measured in its own backend after a
+/// checkpoint (so a row's first change after it logs its whole page); and, per read, the WAL of
+/// the fold of those reads' hits afterwards (the worker's folds held back meanwhile).
 fn wal_per_read(c: &mut Client, call: Call, mode: Mode, n: usize, n_users: usize) -> (f64, f64) {
-    let read = c.prepare(&call.sql(mode != Mode::Off)).unwrap();
     let cs = centers(&mut Rng(7), 200, DIMS);
     let mut rng = Rng(99);
-    let lsn = |c: &mut Client| -> i64 { c.query_one("SELECT (pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::bigint", &[]).unwrap().get(0) };
-    c.batch_execute("ALTER SYSTEM SET agent_memory.hit_fold_interval = '1h'; SELECT pg_reload_conf()").unwrap();
+    alter_system(c, &[("hit_fold_interval", "1h")]);
     std::thread::sleep(Duration::from_millis(300));
-    c.batch_execute("SELECT agent_memory.memory_fold_hits(); CHECKPOINT").unwrap();
-    let before = lsn(c);
+    c.batch_execute("SELECT agent_memory.memory_fold_hits()").unwrap();
+    c.batch_execute("CHECKPOINT").unwrap();
+    let mut total = 0;
     for _ in 0..n {
         let u = user((rng.next_u64() % n_users as u64) as usize);
-        let v = Vector::from(clustered(&mut rng, &cs, 0.8));
-        let text = words(&mut rng, 3);
-        if call == Call::Vector {
-            c.query(&read, &[&u, &v]).unwrap();
-        } else {
-            c.query(&read, &[&u, &v, &text]).unwrap();
-        }
+        let v = clustered(&mut rng, &cs, 0.8);
+        let v = format!("'[{}]'", v.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(","));
+        let sql = call
+            .sql(mode != Mode::Off)
+            .replace("$1", &format!("'{u}'"))
+            .replace("$2", &v)
+            .replace("$3", &format!("'{}'", words(&mut rng, 3)));
+        total += wal_bytes(c, &sql);
     }
-    let after = lsn(c);
-    c.batch_execute("SELECT agent_memory.memory_fold_hits()").unwrap();
-    let folded = lsn(c);
-    c.batch_execute("ALTER SYSTEM RESET agent_memory.hit_fold_interval; SELECT pg_reload_conf()").unwrap();
-    ((after - before) as f64 / n as f64, (folded - after) as f64 / n as f64)
+    let fold = wal_bytes(c, "SELECT agent_memory.memory_fold_hits()");
+    reset(c, &["hit_fold_interval"]);
+    (total as f64 / n as f64, fold as f64 / n as f64)
 }
 
 fn main() {
@@ -242,7 +286,7 @@ fn main() {
     let loaded = load(n_users);
     let mut c = connect(DB);
     // The worker folds every 2 s (the default) and repacks changed users every 10 s.
-    c.batch_execute("ALTER SYSTEM SET agent_memory.pack_interval = 10; SELECT pg_reload_conf()").unwrap();
+    alter_system(&mut c, &[("pack_interval", "10")]);
     let mut notes = vec![
         format!(
             "- {} users × {PER_USER} memories of {DIMS} dimensions, written interleaved by COPY, packed and vacuumed in {:.1} s",
@@ -302,10 +346,7 @@ fn main() {
         }
     }
     set_mode(&mut c, Mode::Folded);
-    c.batch_execute(
-        "ALTER SYSTEM RESET agent_memory.workers_enabled; ALTER SYSTEM RESET agent_memory.pack_interval; SELECT pg_reload_conf()",
-    )
-    .unwrap();
+    reset(&mut c, &["workers_enabled", "pack_interval"]);
     let dropped: i64 = c.query_one("SELECT dropped FROM agent_memory.memory_hit_stats()", &[]).unwrap().get(0);
     notes.push(format!("- hits dropped (buffer full) over the whole run: {dropped}"));
     let mut out = String::from("## Throughput: 90% reads, 10% reconciles\n\n");
