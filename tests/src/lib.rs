@@ -85,6 +85,30 @@ pub fn alter_system(c: &mut Client, settings: &[(&str, &str)]) {
     c.batch_execute("SELECT pg_reload_conf()").unwrap();
 }
 
+/// Resets `agent_memory.*` settings server-wide (ALTER SYSTEM RESET) and reloads.
+pub fn reset_system(c: &mut Client, names: &[&str]) {
+    for name in names {
+        c.batch_execute(&format!("ALTER SYSTEM RESET agent_memory.{name}")).unwrap();
+    }
+    c.batch_execute("SELECT pg_reload_conf()").unwrap();
+}
+
+/// The top plan node of `EXPLAIN (ANALYZE, WAL, FORMAT JSON)` of a statement: its "WAL Records"
+/// and "WAL Bytes" count what this backend wrote for it, and nothing else on the server.
+pub fn explain_analyze_wal(c: &mut Client, sql: &str) -> serde_json::Value {
+    let text = c
+        .simple_query(&format!("EXPLAIN (ANALYZE, WAL, FORMAT JSON) {sql}"))
+        .unwrap()
+        .into_iter()
+        .find_map(|m| match m {
+            postgres::SimpleQueryMessage::Row(r) => r.get(0).map(str::to_string),
+            _ => None,
+        })
+        .unwrap();
+    let plan: serde_json::Value = serde_json::from_str(&text).unwrap();
+    plan[0]["Plan"].clone()
+}
+
 /// A small deterministic generator (SplitMix64), so tests need no randomness crate.
 pub struct Rng(pub u64);
 

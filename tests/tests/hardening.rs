@@ -6,7 +6,7 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use agent_memory_tests::{alter_system, connect, fresh_db, worker_database, Rng};
+use agent_memory_tests::{alter_system, connect, fresh_db, reset_system, worker_database, Rng};
 use pgvector::Vector;
 use postgres::Client;
 
@@ -321,10 +321,7 @@ fn a_database_owner_cannot_steer_the_worker() {
     c.batch_execute("DROP SCHEMA evil CASCADE; DROP OPERATOR public.= (float8, int4); DROP FUNCTION public.am_eq(float8, int4); DROP TABLE public.am_calls")
         .unwrap();
     admin.batch_execute("DROP ROLE am_owner").unwrap();
-    for name in ["forget_interval", "consolidate_interval", "workers_enabled"] {
-        c.batch_execute(&format!("ALTER SYSTEM RESET agent_memory.{name}")).unwrap();
-    }
-    c.batch_execute("SELECT pg_reload_conf()").unwrap();
+    reset_system(&mut c, &["forget_interval", "consolidate_interval", "workers_enabled"]);
     if let Some(pid) = worker_pid(&mut admin) {
         admin.execute("SELECT pg_terminate_backend($1)", &[&pid]).unwrap();
     }

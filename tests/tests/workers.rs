@@ -12,7 +12,7 @@
 
 use std::time::{Duration, Instant};
 
-use agent_memory_tests::{alter_system, connect, try_connect, worker_database, Rng};
+use agent_memory_tests::{alter_system, connect, explain_analyze_wal, reset_system, try_connect, worker_database, Rng};
 use pgvector::Vector;
 use postgres::Client;
 
@@ -27,7 +27,7 @@ fn configure(c: &mut Client, settings: &[(&str, &str)]) {
 }
 
 fn reset_settings(c: &mut Client) {
-    for name in [
+    let names = [
         "forget_interval",
         "consolidate_interval",
         "workers_enabled",
@@ -39,10 +39,8 @@ fn reset_settings(c: &mut Client) {
         "embed_interval",
         "embed_batch_size",
         "hit_fold_interval",
-    ] {
-        c.batch_execute(&format!("ALTER SYSTEM RESET agent_memory.{name}")).unwrap();
-    }
-    c.batch_execute("SELECT pg_reload_conf()").unwrap();
+    ];
+    reset_system(c, &names);
 }
 
 fn wait_for(what: &str, timeout: Duration, mut ok: impl FnMut() -> bool) {
@@ -862,17 +860,7 @@ fn recall_ids(c: &mut Client, user: &str, q: &Vector) -> Vec<i64> {
 /// on the server adds to it).
 fn wal_records(c: &mut Client, sql: &str, q: &Vector) -> i64 {
     let literal = format!("'[{}]'", q.as_slice().iter().map(|x| x.to_string()).collect::<Vec<_>>().join(","));
-    let text = c
-        .simple_query(&format!("EXPLAIN (ANALYZE, WAL, FORMAT JSON) {}", sql.replace("$1", &literal)))
-        .unwrap()
-        .into_iter()
-        .find_map(|m| match m {
-            postgres::SimpleQueryMessage::Row(r) => r.get(0).map(str::to_string),
-            _ => None,
-        })
-        .unwrap();
-    let plan: serde_json::Value = serde_json::from_str(&text).unwrap();
-    plan[0]["Plan"]["WAL Records"].as_i64().expect("EXPLAIN shows the WAL records")
+    explain_analyze_wal(c, &sql.replace("$1", &literal))["WAL Records"].as_i64().expect("EXPLAIN shows the WAL records")
 }
 
 /// The workers' database with its worker folding hits, and nothing else of the worker's due for

@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use agent_memory_bench::{centers, clustered, percentile_ms, table};
-use agent_memory_tests::{alter_system, connect, Rng};
+use agent_memory_tests::{alter_system, connect, explain_analyze_wal, reset_system, worker_database, Rng};
 use pgvector::Vector;
 use postgres::binary_copy::BinaryCopyInWriter;
 use postgres::types::Type;
@@ -63,11 +63,8 @@ fn user(i: usize) -> String {
 
 /// Creates the database and loads the memories interleaved by binary COPY; packs and vacuums.
 fn load(n_users: usize) -> Duration {
-    let mut admin = connect("postgres");
-    admin.batch_execute(&format!("DROP DATABASE IF EXISTS {DB} WITH (FORCE)")).unwrap();
-    admin.batch_execute(&format!("CREATE DATABASE {DB}")).unwrap();
-    let mut c = connect(DB);
-    c.batch_execute("SET client_min_messages = warning; CREATE EXTENSION agent_memory CASCADE").unwrap();
+    // The worker stays connected to its database: the extension is made again, not the database.
+    let mut c = worker_database(DB);
     let t = Instant::now();
     let vtype: Type = c.prepare("SELECT $1::vector").unwrap().params()[0].clone();
     let mut rng = Rng(7);
@@ -138,13 +135,6 @@ impl Mode {
             Mode::InPlace => "touch in place (before 0.8.0)",
         }
     }
-}
-
-fn reset(c: &mut Client, names: &[&str]) {
-    for n in names {
-        c.batch_execute(&format!("ALTER SYSTEM RESET agent_memory.{n}")).unwrap();
-    }
-    c.batch_execute("SELECT pg_reload_conf()").unwrap();
 }
 
 /// Sets the workers on or off and waits until this database's recalls defer their hits (or not).
@@ -241,17 +231,7 @@ fn run_cell(call: Call, mode: Mode, clients: usize, n_users: usize, seed: u64) -
 /// The WAL bytes one statement wrote in this backend, by EXPLAIN's own count (what the worker,
 /// autovacuum or a checkpoint write meanwhile is not in it).
 fn wal_bytes(c: &mut Client, sql: &str) -> i64 {
-    let text = c
-        .simple_query(&format!("EXPLAIN (ANALYZE, WAL, FORMAT JSON) {sql}"))
-        .unwrap()
-        .into_iter()
-        .find_map(|m| match m {
-            postgres::SimpleQueryMessage::Row(r) => r.get(0).map(str::to_string),
-            _ => None,
-        })
-        .unwrap();
-    let plan: serde_json::Value = serde_json::from_str(&text).unwrap();
-    plan[0]["Plan"]["WAL Bytes"].as_i64().unwrap()
+    explain_analyze_wal(c, sql)["WAL Bytes"].as_i64().unwrap()
 }
 
 /// WAL bytes per read: one connection, `n` reads, each measured in its own backend after a
@@ -280,7 +260,7 @@ fn wal_per_read(c: &mut Client, call: Call, mode: Mode, n: usize, n_users: usize
         total += wal_bytes(c, &sql);
     }
     let fold = wal_bytes(c, "SELECT agent_memory.memory_fold_hits()");
-    reset(c, &["hit_fold_interval"]);
+    reset_system(c, &["hit_fold_interval"]);
     (total as f64 / n as f64, fold as f64 / n as f64)
 }
 
@@ -349,7 +329,7 @@ fn main() {
         }
     }
     set_mode(&mut c, Mode::Folded);
-    reset(&mut c, &["workers_enabled", "pack_interval"]);
+    reset_system(&mut c, &["workers_enabled", "pack_interval"]);
     let dropped: i64 = c.query_one("SELECT dropped FROM agent_memory.memory_hit_stats()", &[]).unwrap().get(0);
     notes.push(format!("- hits dropped (buffer full) over the whole run: {dropped}"));
     let mut out = String::from("## Throughput: 90% reads, 10% reconciles\n\n");
