@@ -367,12 +367,12 @@ pub fn for_each_candidate(
     now: i64,
     f: impl FnMut(&Candidate) -> Result<bool>,
 ) -> Result<bool> {
-    scan_active(user, model, kinds, now, true, f)
+    scan_active(user, model, kinds, now, Visible::Live, f)
 }
 
 /// Like [`for_each_candidate`], but expired memories are passed too (marked `expired`).
 pub fn for_each_active(user: &str, model: &str, now: i64, f: impl FnMut(&Candidate) -> Result<bool>) -> Result<bool> {
-    scan_active(user, model, None, now, false, f)
+    scan_active(user, model, None, now, Visible::Active, f)
 }
 
 fn scan_active(
@@ -380,7 +380,7 @@ fn scan_active(
     model: &str,
     kinds: Option<&[String]>,
     now: i64,
-    live_only: bool,
+    visible: Visible,
     mut f: impl FnMut(&Candidate) -> Result<bool>,
 ) -> Result<bool> {
     let (rel_oid, index_oid) = relations()?;
@@ -418,7 +418,7 @@ fn scan_active(
             if read.is_multiple_of(1024) {
                 pgrx::check_for_interrupts!();
             }
-            let Some(c) = candidate(slot, &cols, max_attr, now, live_only, kinds) else {
+            let Some(c) = candidate(slot, &cols, max_attr, now, visible, kinds) else {
                 continue;
             };
             if let Some((previous, _)) = pending.replace((c, which)) {
@@ -464,8 +464,19 @@ impl Columns {
     }
 }
 
-/// The candidate in `slot`, when its visible version is active (and live, with `live_only`) and
-/// of one of `kinds`.
+/// Which row versions make candidates.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Visible {
+    /// Active memories that have not expired (`expires_at`, `valid_until`) at `now`.
+    Live,
+    /// Active memories, expired ones marked [`Candidate::expired`].
+    Active,
+    /// Any version, active or retired: the caller chose the rows (recall `as_of` a past moment).
+    Any,
+}
+
+/// The candidate in `slot`, when its visible version is one that `visible` admits, and of one of
+/// `kinds`.
 ///
 /// # Safety
 /// `slot` must hold a tuple of `agent_memory.memories` described by `cols`; the candidate is
@@ -475,7 +486,7 @@ unsafe fn candidate(
     cols: &Columns,
     max_attr: i32,
     now: i64,
-    live_only: bool,
+    visible: Visible,
     kinds: Option<&[String]>,
 ) -> Option<Candidate> {
     // SAFETY: the caller's promise; attributes are read only up to `max_attr`, after
@@ -494,12 +505,12 @@ unsafe fn candidate(
             }
         };
         // The index holds active rows only, but the visible version decides.
-        if get(cols.active).map(|d| d.value() == 0).unwrap_or(true) {
+        if visible != Visible::Any && get(cols.active).map(|d| d.value() == 0).unwrap_or(true) {
             return None;
         }
         let live = |attno: usize| get(attno).is_none_or(|d| (d.value() as i64) > now);
         let expired = !live(cols.expires_at) || !live(cols.valid_until);
-        if expired && live_only {
+        if expired && visible == Visible::Live {
             return None;
         }
         // A memory not yet embedded is a candidate of the keyword channel only.
@@ -1127,6 +1138,30 @@ impl Fetcher {
         now: i64,
         f: impl FnOnce(&Candidate) -> Result<R>,
     ) -> Result<Option<R>> {
+        self.fetch_as(tid, kinds, now, Visible::Live, f)
+    }
+
+    /// Calls `f` with the candidate at `tid` (one of `kinds`), whatever the version this
+    /// statement sees there is: active or retired, expired or not. For rows that a query chose
+    /// (recall `as_of` a past moment).
+    pub fn fetch_version<R>(
+        &mut self,
+        tid: pg_sys::ItemPointerData,
+        kinds: Option<&[String]>,
+        now: i64,
+        f: impl FnOnce(&Candidate) -> Result<R>,
+    ) -> Result<Option<R>> {
+        self.fetch_as(tid, kinds, now, Visible::Any, f)
+    }
+
+    fn fetch_as<R>(
+        &mut self,
+        tid: pg_sys::ItemPointerData,
+        kinds: Option<&[String]>,
+        now: i64,
+        visible: Visible,
+        f: impl FnOnce(&Candidate) -> Result<R>,
+    ) -> Result<Option<R>> {
         let mut tid = tid;
         let mut call_again = false;
         let mut all_dead = false;
@@ -1137,7 +1172,7 @@ impl Fetcher {
             if !found {
                 return Ok(None);
             }
-            match candidate(self.slot, &self.cols, self.max_attr, now, true, kinds) {
+            match candidate(self.slot, &self.cols, self.max_attr, now, visible, kinds) {
                 Some(c) => f(&c).map(Some),
                 None => Ok(None),
             }

@@ -98,6 +98,20 @@ retired_symbols! {
     memory_importance_wrapper, pg_finfo_memory_importance_wrapper;
 }
 
+// 0.2.0 to 0.8.0: memory_recall, memory_context and memory_context_text (for vector, halfvec and
+// text) took no time bounds (since, until, as_of).
+retired_symbols! {
+    recall_vector_wrapper, pg_finfo_recall_vector_wrapper;
+    recall_halfvec_wrapper, pg_finfo_recall_halfvec_wrapper;
+    recall_text_wrapper, pg_finfo_recall_text_wrapper;
+    memory_context_wrapper, pg_finfo_memory_context_wrapper;
+    memory_context_text_wrapper, pg_finfo_memory_context_text_wrapper;
+    memory_context_halfvec_wrapper, pg_finfo_memory_context_halfvec_wrapper;
+    memory_context_text_halfvec_wrapper, pg_finfo_memory_context_text_halfvec_wrapper;
+    memory_context_text_query_wrapper, pg_finfo_memory_context_text_query_wrapper;
+    memory_context_text_text_query_wrapper, pg_finfo_memory_context_text_text_query_wrapper;
+}
+
 /// [`require_current_schema`] in a connection of its own, for a caller that has none open (the
 /// passes). The SQL functions call `require_current_schema` first thing in their own connection.
 pub fn check() -> Result<()> {

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import psycopg
 import pytest
@@ -43,6 +43,23 @@ def test_remember_supersede_negate_and_recall_by_words(memory: Memory, user: str
                          [user]).fetchone() == (0,)
     bread = memory.recall(user, "do I bake bread?", 1, kinds=["episodic"])
     assert [r.content for r in bread] == ["Keeps a sourdough starter called Bubbles"]
+
+
+def test_recall_and_context_in_time(memory: Memory, user: str, admin: psycopg.Connection):
+    memory.remember(user, "Lives in Lisbon", subject="user", predicate="city", object="Lisbon")
+    between = admin.execute("SELECT clock_timestamp()").fetchone()[0]
+    memory.remember(user, "Lives in Porto", subject="user", predicate="city", object="Porto")
+    assert [r.content for r in memory.recall(user, "which city do I live in?", 1)] == ["Lives in Porto"]
+    assert [r.content for r in memory.recall(user, "which city do I live in?", 1, as_of=between)] == ["Lives in Lisbon"]
+    # Only what was said since the moment: the move.
+    assert [r.content for r in memory.recall(user, "which city do I live in?", 5, since=between)] == ["Lives in Porto"]
+    assert memory.recall(user, "which city do I live in?", 5, until=between - timedelta(seconds=30)) == []
+    rows = memory.context(user, "s1", "which city do I live in?", 200, as_of=between)
+    assert [r.content for r in rows if r.channel == "long_term"] == ["Lives in Lisbon"]
+    assert "Lives in Lisbon" in memory.context_text(user, "s1", "which city?", 200, as_of=between)
+    with pytest.raises(AgentMemoryError) as e:
+        memory.recall(user, "which city?", 5, since=between, until=between)
+    assert e.value.sqlstate == "22023"
 
 
 def test_context_holds_turns_and_memories_within_the_budget(memory: Memory, user: str):

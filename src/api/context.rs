@@ -16,8 +16,9 @@ use pgrx::prelude::*;
 
 use crate::error::{spi, MemoryError, OrRaise, Result};
 use crate::gucs;
-use crate::recall::{check_user, in_lineage, lineage, recall, RecallOptions};
+use crate::recall::{check_user, in_lineage, lineage, recall, window_of, RecallOptions};
 use crate::vector::{HalfVec, Vector, VectorDatum};
+use agent_memory_core::window::Window;
 
 const PROCEDURAL: &str = "\
 SELECT m.id, m.content, m.created_at, m.task_id FROM agent_memory.memories m \
@@ -90,6 +91,8 @@ pub struct ContextArgs<'a> {
     pub task_id: Option<&'a str>,
     pub untasked: Option<bool>,
     pub touch: Option<bool>,
+    /// Bounds in time on the long-term memories (`since`, `until`, `as_of`).
+    pub window: Window,
 }
 
 /// Assembles the context; returns its rows in prompt order and how many items were left out.
@@ -132,8 +135,10 @@ pub fn context(
     let untasked = a.untasked.unwrap_or(true);
     // Hits are recorded for the worker to fold when it runs in this database (api::hits),
     // otherwise the rows are touched here.
-    let deferred = a.touch.unwrap_or(true) && crate::share::hits_deferred();
-    let touch = a.touch.unwrap_or(true) && !deferred && !crate::pg::read_only();
+    // A look back at an earlier moment (as_of) records no hits, as in recall.
+    let touch_asked = a.touch.unwrap_or(true) && a.window.as_of.is_none();
+    let deferred = touch_asked && crate::share::hits_deferred();
+    let touch = touch_asked && !deferred && !crate::pg::read_only();
     let tokenizer = gucs::tokenizer_kind();
     let text = a.query_text.map(str::trim).filter(|t| !t.is_empty());
 
@@ -205,6 +210,7 @@ pub fn context(
             query_text: text,
             task_id: a.task_id,
             untasked: Some(untasked),
+            window: a.window,
         };
         let recalled = recall(Some(user), query, opts)?;
         let ids: Vec<i64> = recalled.iter().map(|r| r.id).collect();
@@ -341,6 +347,9 @@ macro_rules! memory_context_for {
             task_id: default!(Option<&str>, "NULL"),
             untasked: default!(Option<bool>, true),
             touch: default!(Option<bool>, true),
+            since: default!(Option<TimestampWithTimeZone>, "NULL"),
+            until: default!(Option<TimestampWithTimeZone>, "NULL"),
+            as_of: default!(Option<TimestampWithTimeZone>, "NULL"),
         ) -> TableIterator<
             'static,
             (
@@ -358,7 +367,8 @@ macro_rules! memory_context_for {
             let query = query.map(|q| crate::embedder::QueryInput::resolve(q, model).or_raise());
             let model = query.as_ref().and_then(|q| q.model.as_deref()).or(model);
             let query_text = query_text.or(query.as_ref().and_then(|q| q.text.as_deref()));
-            let args = ContextArgs { query_text, token_budget, system_tokens, turns, k, model, task_id, untasked, touch };
+            let window = window_of(since, until, as_of).or_raise();
+            let args = ContextArgs { query_text, token_budget, system_tokens, turns, k, model, task_id, untasked, touch, window };
             let (rows, left_out) = context(user_id, session_id, query.as_ref().map(|q| &q.vector), args).or_raise();
             notice_left_out(left_out);
             TableIterator::new(rows_of(rows))
@@ -382,11 +392,15 @@ macro_rules! memory_context_for {
             task_id: default!(Option<&str>, "NULL"),
             untasked: default!(Option<bool>, true),
             touch: default!(Option<bool>, true),
+            since: default!(Option<TimestampWithTimeZone>, "NULL"),
+            until: default!(Option<TimestampWithTimeZone>, "NULL"),
+            as_of: default!(Option<TimestampWithTimeZone>, "NULL"),
         ) -> String {
             let query = query.map(|q| crate::embedder::QueryInput::resolve(q, model).or_raise());
             let model = query.as_ref().and_then(|q| q.model.as_deref()).or(model);
             let query_text = query_text.or(query.as_ref().and_then(|q| q.text.as_deref()));
-            let args = ContextArgs { query_text, token_budget, system_tokens, turns, k, model, task_id, untasked, touch };
+            let window = window_of(since, until, as_of).or_raise();
+            let args = ContextArgs { query_text, token_budget, system_tokens, turns, k, model, task_id, untasked, touch, window };
             let (rows, left_out) = context(user_id, session_id, query.as_ref().map(|q| &q.vector), args).or_raise();
             notice_left_out(left_out);
             render(&rows)
@@ -401,22 +415,22 @@ memory_context_for!(
     /// the turns already hold. The rows' tokens (`agent_memory.tokenizer`) never add up to more
     /// than `token_budget - system_tokens`; an item that does not fit is left out whole (a notice
     /// says how many), and smaller ones after it may still fit.
-    memory_context,
-    memory_context_text,
+    context_by_vector,
+    context_text_by_vector,
     Vector
 );
 
 memory_context_for!(
     /// `memory_context` for a `halfvec` query.
-    memory_context_halfvec,
-    memory_context_text_halfvec,
+    context_by_halfvec,
+    context_text_by_halfvec,
     HalfVec
 );
 
 memory_context_for!(
     /// `memory_context` for a question as text, embedded by the server (as `memory_recall`'s
     /// text form), or a query in pgvector's text syntax (`'[0.1, 0.2, ...]'`).
-    memory_context_text_query,
-    memory_context_text_text_query,
+    context_by_text,
+    context_text_by_text,
     &str
 );

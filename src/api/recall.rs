@@ -5,7 +5,7 @@ use pgrx::datum::TimestampWithTimeZone;
 use pgrx::prelude::*;
 
 use crate::error::OrRaise;
-use crate::recall::{recall, RecallOptions};
+use crate::recall::{recall, window_of, RecallOptions};
 use crate::vector::{HalfVec, Vector};
 
 /// Defines one SQL overload of `memory_recall` for a query type (`vector`, `halfvec`).
@@ -28,6 +28,9 @@ macro_rules! memory_recall_for {
             query_text: default!(Option<&str>, "NULL"),
             task_id: default!(Option<&str>, "NULL"),
             untasked: default!(Option<bool>, true),
+            since: default!(Option<TimestampWithTimeZone>, "NULL"),
+            until: default!(Option<TimestampWithTimeZone>, "NULL"),
+            as_of: default!(Option<TimestampWithTimeZone>, "NULL"),
         ) -> TableIterator<
             'static,
             (
@@ -51,7 +54,8 @@ macro_rules! memory_recall_for {
             // A question given as text is embedded with the text model, and its words rank too.
             let model = query.as_ref().and_then(|q| q.model.as_deref()).or(model);
             let query_text = query_text.or(query.as_ref().and_then(|q| q.text.as_deref()));
-            let opts = RecallOptions { k, model, kinds, min_similarity, decay, touch, archived, query_text, task_id, untasked };
+            let window = window_of(since, until, as_of).or_raise();
+            let opts = RecallOptions { k, model, kinds, min_similarity, decay, touch, archived, query_text, task_id, untasked, window };
             let rows = recall(user_id, query.as_ref().map(|q| &q.vector), opts).or_raise();
             TableIterator::new(rows.into_iter().map(|r| {
                 let [v, w, t] = r.ranks;
@@ -66,14 +70,16 @@ memory_recall_for!(
     /// decay(time since last recalled) × importance factor. Exact: every active, unexpired memory
     /// of the user and the query's embedding model is scored. `touch => false` leaves `last_hit_at`
     /// and `hit_count` alone (for exports and scans); `decay => 'none'` ranks by similarity alone;
-    /// `archived => true` includes memories consolidation archived.
-    recall_vector,
+    /// `archived => true` includes memories consolidation archived. `since` and `until` keep the
+    /// memories said in `[since, until)` (`created_at`); `as_of` ranks the facts that held at
+    /// that moment, superseded versions included while they were current (and records no hits).
+    recall_by_vector,
     Vector
 );
 
 memory_recall_for!(
     /// `memory_recall` for a `halfvec` query.
-    recall_halfvec,
+    recall_by_halfvec,
     HalfVec
 );
 
@@ -83,6 +89,6 @@ memory_recall_for!(
     /// `memory_recall('user-07', 'what editor do I use?', 3)` needs no vector. Text in pgvector's
     /// syntax (`'[0.1, 0.2, ...]'`) is a vector, as before. PostgreSQL resolves an untyped literal
     /// or parameter to this form.
-    recall_text,
+    recall_by_text,
     &str
 );

@@ -11,6 +11,11 @@
 //! ranked through them ([`packed`]); a large user with an HNSW index of the model may be ranked
 //! approximately (`agent_memory.exact_limit`). A memory not yet embedded
 //! (`agent_memory.embed_async`) is a candidate of the keyword channel only.
+//!
+//! A call bounded in time (`since`, `until`, `as_of`: [`agent_memory_core::window`]) reads the
+//! user's rows, not the packs, and leaves out every memory outside its bounds before it is scored;
+//! with `as_of`, the rows are the versions that held at that moment (superseded ones included),
+//! chosen by [`versions_held`].
 
 pub mod packed;
 
@@ -25,6 +30,7 @@ use crate::api::decay::scorer;
 use crate::error::{spi, MemoryError, Result};
 use crate::gucs;
 use crate::vector::VectorDatum;
+use agent_memory_core::window::{Window, WindowError};
 
 /// What a call asks for besides the user and the query.
 pub struct RecallOptions<'a> {
@@ -40,6 +46,71 @@ pub struct RecallOptions<'a> {
     /// Only memories of this task and its ancestors (and, with `untasked`, of no task).
     pub task_id: Option<&'a str>,
     pub untasked: Option<bool>,
+    /// Bounds on when the memories were said, and the moment whose facts to see.
+    pub window: Window,
+}
+
+/// The time bounds of a call from its SQL arguments (`since`, `until`, `as_of`), checked.
+pub fn window_of(
+    since: Option<TimestampWithTimeZone>,
+    until: Option<TimestampWithTimeZone>,
+    as_of: Option<TimestampWithTimeZone>,
+) -> Result<Window> {
+    let t = |x: Option<TimestampWithTimeZone>| x.map(|t| t.into_inner());
+    Window::new(t(since), t(until), t(as_of)).map_err(|e| match e {
+        WindowError::Empty { .. } => MemoryError::invalid_parameter(format!(
+            "since ({}) must be before until ({})",
+            since.map(|t| t.to_string()).unwrap_or_default(),
+            until.map(|t| t.to_string()).unwrap_or_default()
+        ))
+        .detail("The window is since <= created_at < until: with since at or after until, no memory is in it.")
+        .hint("Swap them, or pass NULL for an unbounded side."),
+        WindowError::AsOfBeforeSince { .. } => MemoryError::invalid_parameter(format!(
+            "as_of ({}) is before since ({})",
+            as_of.map(|t| t.to_string()).unwrap_or_default(),
+            since.map(|t| t.to_string()).unwrap_or_default()
+        ))
+        .detail("as_of sees the memories said by that moment, and none said since then existed yet.")
+        .hint("Pass an as_of at or after since, or leave one of them NULL."),
+    })
+}
+
+/// The rows of `user` and `model` that held at `window.as_of`, where they are (in id order):
+/// active ones, and versions retired after that moment by a change of the facts
+/// ([`Window::held`]), inside the window's other bounds, not past their retention (`expires_at`
+/// after `now`).
+const VERSIONS: &str = "\
+SELECT m.ctid, m.created_at, m.valid_until, m.expires_at, m.retired_reason, m.retired_at, m.active \
+  FROM agent_memory.memories m \
+ WHERE m.user_id = $1 AND m.embedding_model = $2 AND m.created_at <= $3 AND (m.active OR m.retired_at > $3) \
+ ORDER BY m.id";
+
+fn versions_held(
+    client: &mut pgrx::spi::SpiClient<'_>,
+    user: &str,
+    model: &str,
+    window: &Window,
+    as_of: TimestampWithTimeZone,
+    now: i64,
+) -> Result<Vec<pgrx::pg_sys::ItemPointerData>> {
+    let table =
+        crate::plans::read(client, VERSIONS, &[user.into(), model.into(), as_of.into()]).map_err(spi("reading the versions held"))?;
+    let mut out = Vec::new();
+    for row in table {
+        let e = spi("reading a version");
+        let ts = |i: usize| -> Result<Option<i64>> { Ok(row.get::<TimestampWithTimeZone>(i).map_err(&e)?.map(|t| t.into_inner())) };
+        let created = ts(2)?.ok_or_else(|| MemoryError::not_null_column("created_at"))?;
+        let (valid_until, expires_at, retired_at) = (ts(3)?, ts(4)?, ts(6)?);
+        let reason: Option<String> = row.get(5).map_err(&e)?;
+        let active: bool = row.get(7).map_err(&e)?.unwrap_or(false);
+        let retired = if active { None } else { Some((reason.as_deref().unwrap_or(""), retired_at.unwrap_or(i64::MIN))) };
+        if window.said_within(created) && window.held(created, valid_until, retired) && expires_at.is_none_or(|x| x > now) {
+            if let Some(tid) = row.get::<pgrx::pg_sys::ItemPointerData>(1).map_err(&e)? {
+                out.push(tid);
+            }
+        }
+    }
+    Ok(out)
 }
 
 const LINEAGE: &str = "\
@@ -445,7 +516,9 @@ pub fn recall(user_id: Option<&str>, query: Option<&VectorDatum>, opts: RecallOp
             Some(out)
         }
     };
-    let touch = opts.touch.unwrap_or(true);
+    let window = opts.window;
+    // A look back at an earlier moment is not a use of today's memories: it records no hits.
+    let touch = opts.touch.unwrap_or(true) && window.as_of.is_none();
     let include_archived = opts.archived.unwrap_or(true);
     let untasked = opts.untasked.unwrap_or(true);
     let task = opts.task_id;
@@ -477,7 +550,8 @@ pub fn recall(user_id: Option<&str>, query: Option<&VectorDatum>, opts: RecallOp
         let mut seen = 0usize;
         // Only a vector-only call of a large user may take the approximate path; the keyword
         // channel scores every candidate.
-        let exact_limit = if channels == Channels::Vector && lineage.is_none() { gucs::exact_limit() } else { usize::MAX };
+        let exact_limit =
+            if channels == Channels::Vector && lineage.is_none() && !window.is_bounded() { gucs::exact_limit() } else { usize::MAX };
         let mut index = None;
         let mut scratch = Vec::new();
         let now = crate::pg::transaction_start();
@@ -487,7 +561,13 @@ pub fn recall(user_id: Option<&str>, query: Option<&VectorDatum>, opts: RecallOp
         // Words do not depend on an embedding model: a keyword-only call searches the user's
         // memories of every model.
         let models = if channels == Channels::Keyword { user_models(client, user, &model)? } else { vec![model.clone()] };
-        let packed = if lineage.is_none() && recency.is_none() && gucs::packed_recall() && models.len() == 1 && models[0] == model {
+        let packed = if lineage.is_none()
+            && recency.is_none()
+            && !window.is_bounded()
+            && gucs::packed_recall()
+            && models.len() == 1
+            && models[0] == model
+        {
             let mut side = keyword
                 .as_mut()
                 .map(|scan| packed::KeywordSide { scan, similarities: (channels == Channels::Hybrid).then_some(&mut similarities) });
@@ -498,8 +578,16 @@ pub fn recall(user_id: Option<&str>, query: Option<&VectorDatum>, opts: RecallOp
         if let Some(p) = &packed {
             seen = p.read;
         }
+        // As of a moment: the versions that held then, per model, chosen before any is read.
+        let versions = match window.as_of {
+            Some(at) => {
+                let at = TimestampWithTimeZone::try_from(at).map_err(|_| MemoryError::invalid_parameter("as_of is out of range"))?;
+                Some(models.iter().map(|m| versions_held(client, user, m, &window, at, now)).collect::<Result<Vec<_>>>()?)
+            }
+            None => None,
+        };
         let mut visit = |c: &crate::scan::Candidate| {
-            if c.archived && !include_archived {
+            if (c.archived && !include_archived) || !window.said_within(c.created) {
                 return Ok(true);
             }
             if lineage.is_some() {
@@ -535,10 +623,17 @@ pub fn recall(user_id: Option<&str>, query: Option<&VectorDatum>, opts: RecallOp
         let mut complete = packed.is_some();
         if !complete {
             complete = true;
-            for m in &models {
-                if !crate::scan::for_each_candidate(user, m, kinds.as_deref(), now, &mut visit)? {
-                    complete = false;
-                    break;
+            if let Some(versions) = &versions {
+                let mut fetcher = crate::scan::Fetcher::new()?;
+                for tid in versions.iter().flatten() {
+                    fetcher.fetch_version(*tid, kinds.as_deref(), now, &mut visit)?;
+                }
+            } else {
+                for m in &models {
+                    if !crate::scan::for_each_candidate(user, m, kinds.as_deref(), now, &mut visit)? {
+                        complete = false;
+                        break;
+                    }
                 }
             }
         }

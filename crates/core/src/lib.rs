@@ -18,7 +18,8 @@
 //! * [`context`]: token counts (cl100k_base, o200k_base, an estimate) and packing a prompt's
 //!   channels into a token budget;
 //! * [`consolidate`]: near-duplicate clustering, the extractive summariser, summary embeddings;
-//! * [`scratch`]: a call's large arrays, kept by the backend for the next call.
+//! * [`scratch`]: a call's large arrays, kept by the backend for the next call;
+//! * [`window`]: time in recall: `since`, `until` and `as_of`.
 
 pub mod consolidate;
 pub mod context;
@@ -35,3 +36,4 @@ pub mod scratch;
 pub mod text;
 pub mod topk;
 pub mod vecmath;
+pub mod window;

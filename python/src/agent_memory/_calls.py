@@ -88,46 +88,58 @@ RECALL_COLUMNS = ("id, content, score, similarity, kind, subject, predicate, obj
 def recall(user_id: str, question: str, k: int = 5, *, kinds: Sequence[str] | None = None,
            min_similarity: float | None = None, decay: str | None = None, touch: bool | None = None,
            archived: bool | None = None, task_id: str | None = None, untasked: bool | None = None,
-           model: str | None = None) -> Call[list[Recalled]]:
+           model: str | None = None, since: datetime | None = None, until: datetime | None = None,
+           as_of: datetime | None = None) -> Call[list[Recalled]]:
     """The ``k`` best memories of the user for a question in words: ``memory_recall`` with the
-    question as text (hybrid: its embedding and its words)."""
+    question as text (hybrid: its embedding and its words). ``since`` and ``until`` keep the
+    memories said in ``since <= created_at < until``; ``as_of`` sees the facts that held then."""
     query, params = _function_call(
         RECALL_COLUMNS, "memory_recall", [(_user(user_id), "text"), (question, "text"), (k, "integer")],
         {"model": (model, "text"), "kinds": (list(kinds) if kinds is not None else None, "text[]"),
          "min_similarity": (min_similarity, "double precision"), "decay": (decay, "text"),
          "touch": (touch, "boolean"), "archived": (archived, "boolean"), "task_id": (task_id, "text"),
-         "untasked": (untasked, "boolean")})
+         "untasked": (untasked, "boolean"), **_window(since, until, as_of)})
     return Call(query, params, user_id, lambda rows: [Recalled(*r) for r in rows])
+
+
+def _window(since: datetime | None, until: datetime | None, as_of: datetime | None) -> dict[str, tuple[Any, str]]:
+    return {"since": (since, "timestamptz"), "until": (until, "timestamptz"), "as_of": (as_of, "timestamptz")}
 
 
 def _context_options(token_budget: int, system_tokens: int | None, turns: int | None, k: int | None,
                      model: str | None, task_id: str | None, untasked: bool | None,
-                     touch: bool | None) -> dict[str, tuple[Any, str]]:
+                     touch: bool | None, since: datetime | None, until: datetime | None,
+                     as_of: datetime | None) -> dict[str, tuple[Any, str]]:
     return {"token_budget": (token_budget, "integer"), "system_tokens": (system_tokens, "integer"),
             "turns": (turns, "integer"), "k": (k, "integer"), "model": (model, "text"),
-            "task_id": (task_id, "text"), "untasked": (untasked, "boolean"), "touch": (touch, "boolean")}
+            "task_id": (task_id, "text"), "untasked": (untasked, "boolean"), "touch": (touch, "boolean"),
+            **_window(since, until, as_of)}
 
 
 def context(user_id: str, session_id: str, question: str, token_budget: int = 2000, *,
             system_tokens: int | None = None, turns: int | None = None, k: int | None = None,
             model: str | None = None, task_id: str | None = None, untasked: bool | None = None,
-            touch: bool | None = None) -> Call[list[ContextItem]]:
+            touch: bool | None = None, since: datetime | None = None, until: datetime | None = None,
+            as_of: datetime | None = None) -> Call[list[ContextItem]]:
     """The prompt's memory for a request, within a token budget: ``memory_context``."""
     query, params = _function_call(
         "position, channel, memory_id, turn_id, role, content, tokens, score, created_at", "memory_context",
         [(_user(user_id), "text"), (session_id, "text"), (question, "text")],
-        _context_options(token_budget, system_tokens, turns, k, model, task_id, untasked, touch))
+        _context_options(token_budget, system_tokens, turns, k, model, task_id, untasked, touch,
+                         since, until, as_of))
     return Call(query, params, user_id, lambda rows: [ContextItem(*r) for r in rows])
 
 
 def context_text(user_id: str, session_id: str, question: str, token_budget: int = 2000, *,
                  system_tokens: int | None = None, turns: int | None = None, k: int | None = None,
                  model: str | None = None, task_id: str | None = None, untasked: bool | None = None,
-                 touch: bool | None = None) -> Call[str]:
+                 touch: bool | None = None, since: datetime | None = None, until: datetime | None = None,
+                 as_of: datetime | None = None) -> Call[str]:
     """``context`` as one block of text for the prompt: ``memory_context_text``."""
     query, params = _function_call(
         "*", "memory_context_text", [(_user(user_id), "text"), (session_id, "text"), (question, "text")],
-        _context_options(token_budget, system_tokens, turns, k, model, task_id, untasked, touch))
+        _context_options(token_budget, system_tokens, turns, k, model, task_id, untasked, touch,
+                         since, until, as_of))
     return Call(query, params, user_id, lambda rows: rows[0][0])
 
 
