@@ -115,8 +115,33 @@ pub enum DecayScopeSetting {
 static DECAY_SCOPE: GucSetting<DecayScopeSetting> = GucSetting::<DecayScopeSetting>::new(DecayScopeSetting::Competing);
 /// `agent_memory.compete_similarity`: cosine at which two memories compete, so the older one decays (default 0.9).
 static COMPETE_SIMILARITY: GucSetting<f64> = GucSetting::<f64>::new(0.9);
-/// `agent_memory.hybrid_candidates`: candidates per channel fused by hybrid recall (default 20).
-static HYBRID_CANDIDATES: GucSetting<i32> = GucSetting::<i32>::new(20);
+/// How hybrid recall fuses its channels (`agent_memory.hybrid_fusion`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PostgresGucEnum)]
+pub enum HybridFusionSetting {
+    /// Each channel's scores scaled to 0..1 over its list, weighted by `hybrid_weight`.
+    #[name = c"convex"]
+    Convex,
+    /// Reciprocal rank fusion, 1 / (rrf_k + rank) per channel.
+    #[name = c"rrf"]
+    Rrf,
+}
+
+/// `agent_memory.hybrid_fusion`: `convex` (default) or `rrf`.
+static HYBRID_FUSION: GucSetting<HybridFusionSetting> = GucSetting::<HybridFusionSetting>::new(HybridFusionSetting::Convex);
+/// `agent_memory.hybrid_weight`: the vector channel's weight in convex fusion; the keyword
+/// channel has the rest (default 0.5).
+static HYBRID_WEIGHT: GucSetting<f64> = GucSetting::<f64>::new(0.5);
+/// `agent_memory.neighbour_share`: the share of a strong hybrid hit's score given to the memories
+/// said just before and after it (default 0.3; 0 turns it off).
+static NEIGHBOUR_SHARE: GucSetting<f64> = GucSetting::<f64>::new(0.3);
+/// `agent_memory.neighbour_window`: how close in time (seconds) a memory must be to a hit to be
+/// its neighbour (default 600).
+static NEIGHBOUR_WINDOW: GucSetting<i32> = GucSetting::<i32>::new(600);
+/// `agent_memory.neighbour_reach`: how many memories on each side of a hit are its neighbours,
+/// each step further getting half the share (default 2; 0 turns neighbours off).
+static NEIGHBOUR_REACH: GucSetting<i32> = GucSetting::<i32>::new(2);
+/// `agent_memory.hybrid_candidates`: candidates per channel fused by hybrid recall (default 50).
+static HYBRID_CANDIDATES: GucSetting<i32> = GucSetting::<i32>::new(50);
 /// `agent_memory.rrf_k`: the constant of reciprocal rank fusion, 1 / (rrf_k + rank) (default 60).
 static RRF_K: GucSetting<f64> = GucSetting::<f64>::new(60.0);
 /// `agent_memory.bm25_k1`: BM25's term-frequency saturation (default 1.2).
@@ -585,6 +610,54 @@ fn define_ranking_settings() {
         GucContext::Userset,
         GucFlags::default(),
     );
+    GucRegistry::define_enum_guc(
+        c"agent_memory.hybrid_fusion",
+        c"How hybrid recall fuses its vector and keyword channels.",
+        c"convex: each channel's scores scaled to 0..1 over its candidates and weighted by hybrid_weight; rrf: reciprocal rank fusion, 1 / (rrf_k + rank).",
+        &HYBRID_FUSION,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_float_guc(
+        c"agent_memory.hybrid_weight",
+        c"The vector channel's weight in convex fusion; the keyword channel has 1 - hybrid_weight.",
+        c"",
+        &HYBRID_WEIGHT,
+        0.0,
+        1.0,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_float_guc(
+        c"agent_memory.neighbour_share",
+        c"The share of a strong hybrid hit's score that the memories said just before and after it get.",
+        c"The five best fused hits give it to the user's adjacent memories (by id, neighbour_reach on each side) said within neighbour_window of them; 0 turns it off.",
+        &NEIGHBOUR_SHARE,
+        0.0,
+        1.0,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"agent_memory.neighbour_reach",
+        c"How many memories on each side of a strong hybrid hit share its score.",
+        c"The adjacent memory gets neighbour_share of the hit's score, the next one half of that, and so on; 0 turns it off.",
+        &NEIGHBOUR_REACH,
+        0,
+        10,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"agent_memory.neighbour_window",
+        c"How close in time a memory must have been said to a hybrid hit to be its neighbour.",
+        c"",
+        &NEIGHBOUR_WINDOW,
+        0,
+        i32::MAX,
+        GucContext::Userset,
+        GucFlags::UNIT_S,
+    );
     GucRegistry::define_int_guc(
         c"agent_memory.hybrid_candidates",
         c"How many candidates of each channel hybrid recall fuses.",
@@ -695,6 +768,27 @@ pub fn hybrid_candidates() -> usize {
 
 pub fn rrf_k() -> f64 {
     RRF_K.get()
+}
+
+pub fn hybrid_convex() -> bool {
+    HYBRID_FUSION.get() == HybridFusionSetting::Convex
+}
+
+pub fn hybrid_weight() -> f64 {
+    HYBRID_WEIGHT.get()
+}
+
+pub fn neighbour_share() -> f64 {
+    NEIGHBOUR_SHARE.get()
+}
+
+pub fn neighbour_reach() -> usize {
+    NEIGHBOUR_REACH.get().max(0) as usize
+}
+
+/// The neighbour window in seconds.
+pub fn neighbour_window() -> i64 {
+    NEIGHBOUR_WINDOW.get().max(0) as i64
 }
 
 pub fn bm25() -> agent_memory_core::keyword::Bm25Params {

@@ -23,12 +23,30 @@ SELECT content, round(score::numeric, 4) AS bm25, similarity, keyword_rank
   FROM agent_memory.memory_recall('hy-user', NULL::vector, 3, model => 'h4', touch => false, query_text => 'What happened to the refund of order A7731?');
 -- Hybrid: the memory both channels rank comes first; each row says its rank in each channel,
 -- and the keyword-only match (the order number) is found although its vector is far away.
-SELECT content, round(score::numeric, 5) AS rrf, round(similarity::numeric, 3) AS similarity, vector_rank, keyword_rank
+SELECT content, round(score::numeric, 5) AS fused, round(similarity::numeric, 3) AS similarity, vector_rank, keyword_rank
   FROM agent_memory.memory_recall('hy-user', '[1,0,0,0]'::vector, 4, model => 'h4', touch => false,
                                   query_text => 'What happened to the refund of order A7731?');
--- The fused score is the sum of 1 / (60 + rank) over the channels.
+-- Convex fusion (the default): each channel's scores scaled to 0..1 over its list, half each;
+-- here without neighbours (the memories are written days apart, and the share is off).
+SET agent_memory.neighbour_share = 0;
+WITH v AS (SELECT id, score FROM agent_memory.memory_recall('hy-user', '[1,0,0,0]'::vector, 50, model => 'h4', touch => false)),
+     w AS (SELECT id, score FROM agent_memory.memory_recall('hy-user', NULL::vector, 50, model => 'h4', touch => false,
+                                                            query_text => 'refund order A7731 tea')),
+     vs AS (SELECT id, coalesce((score - min(score) OVER ()) / nullif(max(score) OVER () - min(score) OVER (), 0), 1) AS s FROM v),
+     ws AS (SELECT id, coalesce((score - min(score) OVER ()) / nullif(max(score) OVER () - min(score) OVER (), 0), 1) AS s FROM w),
+     fused AS (SELECT id, 0.5 * coalesce(vs.s, 0) + 0.5 * coalesce(ws.s, 0) AS s FROM vs FULL JOIN ws USING (id))
+SELECT count(*) AS results, bool_and(abs(h.score - f.s) < 1e-9) AS convex_exact
+  FROM agent_memory.memory_recall('hy-user', '[1,0,0,0]'::vector, 6, model => 'h4', touch => false, query_text => 'refund order A7731 tea') h
+  JOIN fused f USING (id);
+RESET agent_memory.neighbour_share;
+-- Reciprocal rank fusion when asked for: the sum of 1 / (60 + rank) over the channels.
+SET agent_memory.hybrid_fusion = 'rrf';
+SELECT content, round(score::numeric, 5) AS rrf, vector_rank, keyword_rank
+  FROM agent_memory.memory_recall('hy-user', '[1,0,0,0]'::vector, 4, model => 'h4', touch => false,
+                                  query_text => 'What happened to the refund of order A7731?');
 SELECT bool_and(abs(score - (coalesce(1.0 / (60 + vector_rank), 0) + coalesce(1.0 / (60 + keyword_rank), 0))) < 1e-12) AS rrf_exact
   FROM agent_memory.memory_recall('hy-user', '[1,0,0,0]'::vector, 6, model => 'h4', touch => false, query_text => 'refund order A7731 tea');
+RESET agent_memory.hybrid_fusion;
 -- Words are lower-cased and English endings folded: "hike" meets "hiking".
 SELECT content FROM agent_memory.memory_recall('hy-user', NULL::vector, 1, model => 'h4', touch => false, query_text => 'Where does she HIKE?');
 -- Chinese has no spaces: character bigrams find 上海 inside 用户住在上海.

@@ -215,12 +215,14 @@ SELECT 'kw-user',
        (SELECT array_agg(sin(g * 0.517 * j + j * 0.07))::real[]::vector FROM generate_series(1, 32) j),
        'p32', (g % 7) / 6.0, CASE WHEN g % 4 = 0 THEN 'episodic' ELSE 'semantic' END
   FROM generate_series(1, 400) g;
+-- (Scores to 6 decimals: convex fusion scales similarities by their range in the list, and a
+-- similarity read from a row and one counted for a pack agree to float rounding.)
 CREATE FUNCTION pg_temp.hybrid(packed boolean, q vector, txt text, k int, kinds text[], arch boolean, ms float8)
 RETURNS text LANGUAGE plpgsql AS $$
 DECLARE r text;
 BEGIN
     PERFORM set_config('agent_memory.packed_recall', packed::text, true);
-    SELECT string_agg(concat_ws(':', t.id, round(t.score::numeric, 9), round(t.similarity::numeric, 6), t.v, t.w),
+    SELECT string_agg(concat_ws(':', t.id, round(t.score::numeric, 6), round(t.similarity::numeric, 6), t.v, t.w),
                       ',' ORDER BY t.ord) INTO r
       FROM agent_memory.memory_recall('kw-user', q, k => k, model => 'p32', touch => false, query_text => txt,
                                       kinds => kinds, archived => arch, min_similarity => ms)

@@ -113,6 +113,95 @@ fn versions_held(
     Ok(out)
 }
 
+/// How many of the best fused hits give their neighbours a share (`agent_memory.neighbour_share`).
+const NEIGHBOUR_SOURCES: usize = 5;
+
+/// How many index entries a packed call looks at on each side of a hit for its neighbours (the
+/// memories in between that are not candidates of the call are skipped).
+const NEIGHBOUR_LOOK: usize = 8;
+
+/// The call's candidates in id order, where the neighbours of its hits are found: the rows it
+/// read (id and `created_at`) and, through packs, the user's index entries.
+struct Timeline<'a> {
+    read: Vec<(i64, i64)>,
+    entries: Option<&'a [(i64, pgrx::pg_sys::ItemPointerData)]>,
+}
+
+/// The `(hit, neighbour, distance)` of the best fused `hits`: the candidates of the call said
+/// just before and after each (up to `agent_memory.neighbour_reach` on each side, distance 1
+/// adjacent, in the order they were written), within `agent_memory.neighbour_window` of it.
+fn neighbours(
+    timeline: &Timeline<'_>,
+    hits: &[i64],
+    is_candidate: &dyn Fn(&crate::scan::Candidate) -> bool,
+    now: i64,
+    kinds: Option<&[String]>,
+) -> Result<Vec<(i64, i64, u32)>> {
+    let reach = gucs::neighbour_reach();
+    let window = gucs::neighbour_window().saturating_mul(1_000_000);
+    let mut out = Vec::new();
+    match timeline.entries {
+        None => {
+            let read = &timeline.read;
+            for &hit in hits {
+                let Ok(at) = read.binary_search_by_key(&hit, |r| r.0) else { continue };
+                let created = read[at].1;
+                let close = |r: &(i64, i64)| (r.1 - created).abs() <= window;
+                for (d, r) in read[..at].iter().rev().take(reach).enumerate().take_while(|(_, r)| close(r)) {
+                    out.push((hit, r.0, d as u32 + 1));
+                }
+                for (d, r) in read[at + 1..].iter().take(reach).enumerate().take_while(|(_, r)| close(r)) {
+                    out.push((hit, r.0, d as u32 + 1));
+                }
+            }
+        }
+        Some(entries) => {
+            let mut fetcher = crate::scan::Fetcher::new()?;
+            // The created_at of the candidate at an entry, or None when it is no candidate.
+            let mut created_at = |i: usize| -> Result<Option<i64>> {
+                let (id, tid) = entries[i];
+                Ok(fetcher.fetch(tid, kinds, now, |c| Ok((c.id == id && is_candidate(c)).then_some(c.created)))?.flatten())
+            };
+            for &hit in hits {
+                let start = entries.partition_point(|e| e.0 < hit);
+                let end = start + entries[start..].iter().take_while(|e| e.0 == hit).count();
+                if start == end {
+                    continue;
+                }
+                let mut created = None;
+                for i in start..end {
+                    if let Some(c) = created_at(i)? {
+                        created = Some(c);
+                        break;
+                    }
+                }
+                let Some(created) = created else { continue };
+                for side in [-1i64, 1] {
+                    let (mut i, mut found, mut looked, mut last) =
+                        (if side < 0 { start as i64 - 1 } else { end as i64 }, 0u32, 0usize, None);
+                    while i >= 0 && (i as usize) < entries.len() && (found as usize) < reach && looked < NEIGHBOUR_LOOK {
+                        let e = entries[i as usize];
+                        i += side;
+                        if last == Some(e.0) {
+                            continue;
+                        }
+                        looked += 1;
+                        if let Some(c) = created_at((i - side) as usize)? {
+                            last = Some(e.0);
+                            if (c - created).abs() > window {
+                                break;
+                            }
+                            found += 1;
+                            out.push((hit, e.0, found));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
 const LINEAGE: &str = "\
 WITH RECURSIVE up (task_id, depth) AS ( \
     SELECT $2::text, 0 \
@@ -547,6 +636,11 @@ pub fn recall(user_id: Option<&str>, query: Option<&VectorDatum>, opts: RecallOp
         let mut recency = (channels == Channels::Hybrid && gucs::recency_channel()).then(|| TopK::new(per_channel));
         // Hybrid results need the similarity of memories that only the keyword channel ranks.
         let mut similarities: Vec<(i64, f32)> = Vec::new();
+        // Hybrid recall's neighbours are found among the candidates, in id order (not as of a past
+        // moment: the versions then are other rows).
+        let with_neighbours =
+            channels == Channels::Hybrid && gucs::neighbour_share() > 0.0 && gucs::neighbour_reach() > 0 && window.as_of.is_none();
+        let mut read_timeline: Vec<(i64, i64)> = Vec::new();
         let mut seen = 0usize;
         // Only a vector-only call of a large user may take the approximate path; the keyword
         // channel scores every candidate.
@@ -597,6 +691,9 @@ pub fn recall(user_id: Option<&str>, query: Option<&VectorDatum>, opts: RecallOp
                 }
             }
             seen += 1;
+            if with_neighbours {
+                read_timeline.push((c.id, c.created));
+            }
             if exact_limit != usize::MAX && seen == CHECK_SIZE_AT.min(exact_limit) + 1 {
                 index = crate::api::index::model_index(client, &model)?;
                 if index.is_some() {
@@ -682,8 +779,28 @@ pub fn recall(user_id: Option<&str>, query: Option<&VectorDatum>, opts: RecallOp
                 let v: Vec<i64> = vector_ranked.iter().map(|r| r.id).collect();
                 let w: Vec<i64> = keyword_ranked.iter().map(|r| r.0).collect();
                 let t: Vec<i64> = recency.map(|r| r.into_sorted().iter().map(|r| r.id).collect()).unwrap_or_default();
-                let lists: Vec<&[i64]> = if t.is_empty() { vec![&v, &w] } else { vec![&v, &w, &t] };
-                let mut fused = agent_memory_core::keyword::rrf(&lists, gucs::rrf_k());
+                let mut fused = if t.is_empty() && gucs::hybrid_convex() {
+                    let scored: Vec<(i64, f64)> = vector_ranked.iter().map(|r| (r.id, r.score)).collect();
+                    let weight = gucs::hybrid_weight();
+                    agent_memory_core::fusion::convex(&[&scored, &keyword_ranked], &[weight, 1.0 - weight])
+                } else {
+                    let lists: Vec<&[i64]> = if t.is_empty() { vec![&v, &w] } else { vec![&v, &w, &t] };
+                    agent_memory_core::keyword::rrf(&lists, gucs::rrf_k())
+                };
+                // The memories said beside the best hits share their score.
+                if with_neighbours && !fused.is_empty() {
+                    let hits: Vec<i64> = fused.iter().take(NEIGHBOUR_SOURCES).map(|f| f.id).collect();
+                    read_timeline.sort_unstable_by_key(|r| r.0);
+                    read_timeline.dedup_by_key(|r| r.0);
+                    let timeline = Timeline { read: std::mem::take(&mut read_timeline), entries: packed.as_ref().map(|p| &p.entries[..]) };
+                    let is_candidate = |c: &crate::scan::Candidate| {
+                        (include_archived || !c.archived)
+                            && window.said_within(c.created)
+                            && in_lineage(&lineage, untasked, c.task_id().as_deref())
+                    };
+                    let pairs = neighbours(&timeline, &hits, &is_candidate, now, kinds.as_deref())?;
+                    agent_memory_core::fusion::share_with_neighbours(&mut fused, &pairs, gucs::neighbour_share(), NEIGHBOUR_SOURCES);
+                }
                 fused.truncate(k);
                 similarities.sort_unstable_by_key(|p| p.0);
                 // The similarity of a result counted from its pack, and not read: its row is

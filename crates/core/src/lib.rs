@@ -8,6 +8,7 @@
 //! * [`topk`]: bounded top-k selection with a deterministic order;
 //! * [`rank`]: recall's vector ranking, where time decides only between memories that compete;
 //! * [`text`] and [`keyword`]: tokenising English and Chinese, BM25 and reciprocal rank fusion;
+//! * [`fusion`]: hybrid recall's convex fusion of its channels, and the share a hit gives its neighbours;
 //! * [`vecmath`]: dot products, norms and validation of embeddings;
 //! * [`pack`]: embeddings quantised to 8 bits, many to a page, with provable similarity bounds;
 //! * [`policy`]: importance when none is given, and retention;
@@ -25,6 +26,7 @@ pub mod consolidate;
 pub mod context;
 pub mod decay;
 pub mod forget;
+pub mod fusion;
 pub mod hits;
 pub mod keyword;
 pub mod pack;

@@ -1,0 +1,136 @@
+//! Hybrid recall's fusion of its channels, and the share a strong hit gives its neighbours.
+//!
+//! * [`convex`]: each channel's scores are scaled to 0..1 over its own list (min-max: its best
+//!   result 1, its last 0), and a result scores the weighted sum over the channels; a result a
+//!   channel did not list has 0 there. Unlike reciprocal rank fusion ([`crate::keyword::rrf`]),
+//!   how far apart two results are in a channel counts, not only their order: a memory far ahead
+//!   on words and middling on meaning beats one that is second on both by a hair.
+//! * [`share_with_neighbours`]: the memory said just before or after a strong hit (the other half
+//!   of a question and its answer, the next step of a story) gets a share of the hit's score
+//!   added to its own. Which memories are neighbours is the caller's (recall: adjacent in the
+//!   user's timeline, close in time).
+
+use crate::keyword::Fused;
+
+/// Convex fusion of scored channels (each best first, `(id, score)`), with one weight per
+/// channel. Best first; ties go to the better best rank, then to the newer id.
+pub fn convex(channels: &[&[(i64, f64)]], weights: &[f64]) -> Vec<Fused> {
+    let mut out: Vec<Fused> = Vec::new();
+    let mut at: std::collections::HashMap<i64, usize> = std::collections::HashMap::new();
+    for (c, ranking) in channels.iter().enumerate() {
+        let w = weights.get(c).copied().unwrap_or(1.0);
+        let finite = ranking.iter().map(|r| r.1).filter(|s| s.is_finite());
+        let (lo, hi) = finite.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), s| (lo.min(s), hi.max(s)));
+        for (r, (id, s)) in ranking.iter().enumerate() {
+            let i = *at.entry(*id).or_insert_with(|| {
+                out.push(Fused { id: *id, score: 0.0, ranks: vec![None; channels.len()] });
+                out.len() - 1
+            });
+            if out[i].ranks[c].is_none() {
+                out[i].ranks[c] = Some(r + 1);
+                let scaled = if !s.is_finite() {
+                    0.0
+                } else if hi > lo {
+                    (s - lo) / (hi - lo)
+                } else {
+                    1.0
+                };
+                out[i].score += w * scaled;
+            }
+        }
+    }
+    sort(&mut out);
+    out
+}
+
+/// Adds `share × score` of each hit to its neighbour, halved for each step further away, for
+/// each `(hit, neighbour, distance)` (distance 1: adjacent) whose hit is among the `sources` best
+/// of `fused`; a neighbour not in `fused` joins it (with no rank in any channel). Each hit gives
+/// its share once per neighbour; a memory with two hits beside it gets both shares. Sorted
+/// again, best first.
+pub fn share_with_neighbours(fused: &mut Vec<Fused>, pairs: &[(i64, i64, u32)], share: f64, sources: usize) {
+    if share <= 0.0 || pairs.is_empty() || fused.is_empty() {
+        return;
+    }
+    let channels = fused[0].ranks.len();
+    let given: std::collections::HashMap<i64, f64> = fused.iter().take(sources).map(|f| (f.id, f.score)).collect();
+    let mut add: std::collections::HashMap<i64, f64> = std::collections::HashMap::new();
+    let mut seen = std::collections::HashSet::new();
+    for (hit, neighbour, distance) in pairs {
+        if hit == neighbour || *distance == 0 || !seen.insert((*hit, *neighbour)) {
+            continue;
+        }
+        if let Some(s) = given.get(hit) {
+            *add.entry(*neighbour).or_insert(0.0) += share * 0.5f64.powi(*distance as i32 - 1) * s;
+        }
+    }
+    for f in fused.iter_mut() {
+        if let Some(a) = add.remove(&f.id) {
+            f.score += a;
+        }
+    }
+    let mut joined: Vec<(i64, f64)> = add.into_iter().collect();
+    joined.sort_unstable_by_key(|j| j.0);
+    fused.extend(joined.into_iter().map(|(id, score)| Fused { id, score, ranks: vec![None; channels] }));
+    sort(fused);
+}
+
+fn sort(out: &mut [Fused]) {
+    let best = |f: &Fused| f.ranks.iter().flatten().min().copied().unwrap_or(usize::MAX);
+    out.sort_by(|a, b| b.score.total_cmp(&a.score).then(best(a).cmp(&best(b))).then(b.id.cmp(&a.id)));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn convex_scales_each_channel_and_weights_them() {
+        // Vector: 1 far ahead of 2 and 3; words: 3 first, 2 a hair behind, 4 last.
+        let vector = [(1, 0.9), (2, 0.5), (3, 0.49)];
+        let words = [(3, 10.0), (2, 9.9), (4, 1.0)];
+        let fused = convex(&[&vector, &words], &[0.5, 0.5]);
+        let ids: Vec<i64> = fused.iter().map(|f| f.id).collect();
+        // 2: 0.5 × 0.0244 + 0.5 × 0.989 ≈ 0.507; 3: 0 + 0.5; 1: 0.5 + 0; 4: 0.
+        assert_eq!(ids, vec![2, 3, 1, 4]);
+        assert!((fused[0].score - (0.5 * (0.01 / 0.41) + 0.5 * (8.9 / 9.0))).abs() < 1e-9);
+        assert_eq!(fused[0].ranks, vec![Some(2), Some(2)]);
+        assert_eq!(fused[3].ranks, vec![None, Some(3)]);
+        // Weights move the balance: all on the vector channel is its order.
+        let fused = convex(&[&vector, &words], &[1.0, 0.0]);
+        assert_eq!(fused.iter().map(|f| f.id).take(3).collect::<Vec<_>>(), vec![1, 2, 3]);
+    }
+
+    #[test]
+    fn a_flat_channel_counts_fully_and_ties_go_to_the_better_rank_then_newer_id() {
+        let a = [(5, 2.0), (6, 2.0)];
+        let fused = convex(&[&a], &[1.0]);
+        assert_eq!(fused.iter().map(|f| (f.id, f.score)).collect::<Vec<_>>(), vec![(5, 1.0), (6, 1.0)]);
+        let b = [(7, 1.0)];
+        let c = [(8, 1.0)];
+        let fused = convex(&[&b, &c], &[1.0, 1.0]);
+        assert_eq!(fused.iter().map(|f| f.id).collect::<Vec<_>>(), vec![8, 7]);
+        assert!(convex(&[&[], &[]], &[0.5, 0.5]).is_empty());
+    }
+
+    #[test]
+    fn neighbours_of_the_best_hits_get_a_share() {
+        let mut fused = convex(&[&[(1, 1.0), (2, 0.6), (3, 0.5), (4, 0.0)]], &[1.0]);
+        // 1 (score 1.0) is beside 9 (not listed) and 4; 3 is beside 4 but is not among the 2 best.
+        share_with_neighbours(&mut fused, &[(1, 9, 1), (1, 4, 1), (3, 4, 1), (1, 9, 1)], 0.7, 2);
+        let got: Vec<(i64, f64)> = fused.iter().map(|f| (f.id, (f.score * 1000.0).round() / 1000.0)).collect();
+        assert_eq!(got, vec![(1, 1.0), (4, 0.7), (9, 0.7), (2, 0.6), (3, 0.5)]);
+        // Two steps away: half the share.
+        let mut far = convex(&[&[(1, 1.0), (2, 0.0)]], &[1.0]);
+        share_with_neighbours(&mut far, &[(1, 7, 2), (1, 8, 3)], 0.4, 1);
+        let got: Vec<(i64, f64)> = far.iter().map(|f| (f.id, (f.score * 1000.0).round() / 1000.0)).collect();
+        assert_eq!(got, vec![(1, 1.0), (7, 0.2), (8, 0.1), (2, 0.0)]);
+        // The joined neighbour has no rank; the listed one keeps its rank.
+        assert_eq!(fused.iter().find(|f| f.id == 9).unwrap().ranks, vec![None]);
+        assert_eq!(fused.iter().find(|f| f.id == 4).unwrap().ranks, vec![Some(4)]);
+        // No share: nothing changes.
+        let before = fused.clone();
+        share_with_neighbours(&mut fused, &[(1, 2, 1)], 0.0, 5);
+        assert_eq!(fused, before);
+    }
+}
