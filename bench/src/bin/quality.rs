@@ -356,7 +356,9 @@ fn fusion_variants(c: &mut Client, convs: &[Conversation], questions: &[Question
          hit's share (instead of added to it) measured 0.673–0.690 against 0.713 (one neighbour on each side, 100 candidates). Query expansion by the words of \
          the best hits (the text of the top 1, 2 or 3 hybrid results added to the question's words, then hybrid recall \
          again, through SQL) measured 0.637, 0.662 and 0.683 against 0.729: the hits' other words pull in more of their \
-         own topic than of the question's.\n",
+         own topic than of the question's. A session channel (every memory given 0.05, 0.1 or 0.2 of the best score in \
+         its session, sessions split where 30 minutes pass between memories; on the client, over the defaults' fusion) \
+         changed recall@10 by +0.004, +0.001 and +0.001 and lowered multi-hop by 0.006 to 0.012.\n",
         table(&[HEADER, &["ms per call"]].concat(), &rows)
     )
 }
