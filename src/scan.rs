@@ -1141,9 +1141,9 @@ impl Fetcher {
         self.fetch_as(tid, kinds, now, Visible::Live, f)
     }
 
-    /// Calls `f` with the candidate at `tid` (one of `kinds`), whatever the version this
-    /// statement sees there is: active or retired, expired or not. For rows that a query chose
-    /// (recall `as_of` a past moment).
+    /// Calls `f` with the candidate at exactly `tid` (one of `kinds`), when this statement sees
+    /// that version, whatever it is: active or retired, expired or not. For rows that a query
+    /// chose by their `ctid` (recall `as_of` a past moment).
     pub fn fetch_version<R>(
         &mut self,
         tid: pg_sys::ItemPointerData,
@@ -1168,7 +1168,17 @@ impl Fetcher {
         // SAFETY: `fetch` and `slot` belong to the open table; the slot holds the tuple (its buffer
         // pinned) until the next fetch or the end, and the candidate lives only during `f`.
         unsafe {
-            let found = pg_sys::table_index_fetch_tuple(self.fetch, &mut tid, self.snapshot, self.slot, &mut call_again, &mut all_dead);
+            let found = if visible == Visible::Any {
+                // The version at exactly `tid` (a row a query chose: it may be a heap-only tuple,
+                // where an index fetch, which starts HOT chains at their root, finds nothing).
+                let am = (*self.rel).rd_tableam;
+                match (*am).tuple_fetch_row_version {
+                    Some(fetch_row_version) => fetch_row_version(self.rel, &mut tid, self.snapshot, self.slot),
+                    None => false,
+                }
+            } else {
+                pg_sys::table_index_fetch_tuple(self.fetch, &mut tid, self.snapshot, self.slot, &mut call_again, &mut all_dead)
+            };
             if !found {
                 return Ok(None);
             }

@@ -315,3 +315,46 @@ fn windows_no_memory_can_be_in_are_refused() {
     .unwrap();
     c.query("SELECT * FROM agent_memory.memory_recall('u', $1::vector, 5, model => 'm8', until => '2026-01-01')", &[&q]).unwrap();
 }
+
+#[test]
+fn as_of_finds_rows_that_a_touch_or_an_update_rewrote() {
+    // A recall's touch (no worker for this database: it updates the rows) and an UPDATE write new
+    // versions of the rows, heap-only where the page has room; as_of reads them where they are.
+    let mut c = fresh_db("am_it_time_rewritten");
+    c.batch_execute(
+        "INSERT INTO agent_memory.memories (user_id, content, emb, embedding_model)
+         VALUES ('u', 'hello world', '[1,0,0,0,0,0,0,0]', 'm8'), ('u', 'tea time', '[0,1,0,0,0,0,0,0]', 'm8'),
+                ('u', 'a long walk', '[0,0,1,0,0,0,0,0]', 'm8')",
+    )
+    .unwrap();
+    let q = Vector::from(vec![1.0f32, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]);
+    let touched: Vec<String> = c
+        .query("SELECT content FROM agent_memory.memory_recall('u', $1::vector, 1, model => 'm8')", &[&q])
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(touched, vec!["hello world"]);
+    c.batch_execute("UPDATE agent_memory.memories SET metadata = '{\"x\": 1}' WHERE content = 'a long walk'").unwrap();
+    let rewritten: i64 = c.query_one("SELECT count(*) FROM agent_memory.memories WHERE (ctid::text::point)[1] > 3", &[]).unwrap().get(0);
+    assert_eq!(rewritten, 2, "the touch and the update wrote new versions");
+    for sql in [
+        "SELECT content FROM agent_memory.memory_recall('u', $1::vector, 5, model => 'm8', touch => false, as_of => now())",
+        "SELECT content FROM agent_memory.memory_recall('u', $1::vector, 5, model => 'm8', touch => false, as_of => now(),
+                                                        query_text => 'hello walk tea')",
+    ] {
+        let mut got: Vec<String> = c.query(sql, &[&q]).unwrap().iter().map(|r| r.get(0)).collect();
+        got.sort();
+        assert_eq!(got, vec!["a long walk", "hello world", "tea time"], "{sql}");
+    }
+    let words: Vec<String> = c
+        .query(
+            "SELECT content FROM agent_memory.memory_recall('u', NULL::vector, 5, model => 'm8', query_text => 'hello', as_of => now())",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(words, vec!["hello world"]);
+}
