@@ -9,20 +9,21 @@
 -- 0.1.0 (through each version) has the same catalog as a fresh install.
 \echo Use "ALTER EXTENSION agent_memory UPDATE" to load this file. \quit
 
--- The functions replaced, their grants kept aside in a setting of this transaction.
+-- The functions replaced, their grants (function name and role, as JSON) kept aside in a setting
+-- of this transaction.
 DO $do$
 DECLARE
     f regprocedure;
 BEGIN
     PERFORM pg_catalog.set_config('agent_memory_upgrade.grants', coalesce((
-        SELECT pg_catalog.string_agg(DISTINCT a.grantee::regrole::text, ',')
+        SELECT pg_catalog.jsonb_agg(DISTINCT pg_catalog.jsonb_build_object('fn', p.proname, 'role', a.grantee::regrole::text))::text
         FROM pg_catalog.pg_proc p
         CROSS JOIN LATERAL pg_catalog.aclexplode(p.proacl) a
         WHERE p.pronamespace OPERATOR(pg_catalog.=) 'agent_memory'::regnamespace
           AND p.proname IN ('memory_recall', 'memory_context', 'memory_context_text')
           AND a.privilege_type OPERATOR(pg_catalog.=) 'EXECUTE'
           AND a.grantee OPERATOR(pg_catalog.<>) 0
-          AND a.grantee OPERATOR(pg_catalog.<>) p.proowner), ''), true);
+          AND a.grantee OPERATOR(pg_catalog.<>) p.proowner), '[]'), true);
     FOR f IN SELECT p.oid::regprocedure FROM pg_catalog.pg_proc p
              WHERE p.pronamespace OPERATOR(pg_catalog.=) 'agent_memory'::regnamespace
                AND p.proname IN ('memory_recall', 'memory_context', 'memory_context_text')
@@ -305,7 +306,8 @@ SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'recall_by_vector_wrapper';
 
--- Nothing to PUBLIC (sql/access.sql); each role granted a replaced function gets the new ones.
+-- Nothing to PUBLIC (sql/access.sql); each role granted a replaced function gets the new
+-- overloads of that function, and of no other.
 DO $do$
 DECLARE
     f regprocedure;
@@ -316,11 +318,14 @@ BEGIN
                AND p.proname IN ('memory_recall', 'memory_context', 'memory_context_text')
     LOOP
         EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', f);
-        FOREACH grantee IN ARRAY pg_catalog.string_to_array(
-                pg_catalog.current_setting('agent_memory_upgrade.grants', true), ',')
-        LOOP
-            EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %s', f, grantee);
-        END LOOP;
+    END LOOP;
+    FOR f, grantee IN
+        SELECT p.oid::regprocedure, g.role
+          FROM pg_catalog.jsonb_to_recordset(pg_catalog.current_setting('agent_memory_upgrade.grants', true)::jsonb) AS g(fn name, role text)
+          JOIN pg_catalog.pg_proc p ON p.proname OPERATOR(pg_catalog.=) g.fn
+         WHERE p.pronamespace OPERATOR(pg_catalog.=) 'agent_memory'::regnamespace
+    LOOP
+        EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %s', f, grantee);
     END LOOP;
 END
 $do$;

@@ -255,7 +255,8 @@ say "Upgrade: grants of re-created functions"
 # The previous version, a role granted recall directly, then the update: an update that re-creates
 # recall and context keeps the grants (the last step; the chain from 0.1.0 is the test above).
 PREV_VERSION="$(ls "$ROOT"/sql/agent_memory--*--"$NEW_VERSION".sql | sed -E 's/.*agent_memory--([^-]+)--.*/\1/')"
-psql_db postgres -c "CREATE DATABASE ${DB}_grants" -c "CREATE ROLE upgrade_recaller NOLOGIN" >/dev/null
+psql_db postgres -c "CREATE DATABASE ${DB}_grants" -c "CREATE ROLE upgrade_recaller NOLOGIN" \
+  -c "CREATE ROLE \"upgrade, recall only\" NOLOGIN" >/dev/null
 psql_db "${DB}_grants" >/dev/null <<SQL
 SET client_min_messages = warning;
 CREATE EXTENSION agent_memory VERSION '$PREV_VERSION' CASCADE;
@@ -263,13 +264,20 @@ DO \$\$ DECLARE f regprocedure; BEGIN
   FOR f IN SELECT oid::regprocedure FROM pg_proc WHERE proname IN ('memory_recall', 'memory_context')
                                                    AND pronamespace = 'agent_memory'::regnamespace
   LOOP EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO upgrade_recaller', f); END LOOP; END \$\$;
+DO \$\$ DECLARE f regprocedure; BEGIN
+  FOR f IN SELECT oid::regprocedure FROM pg_proc WHERE proname = 'memory_recall' AND pronamespace = 'agent_memory'::regnamespace
+  LOOP EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO "upgrade, recall only"', f); END LOOP; END \$\$;
 ALTER EXTENSION agent_memory UPDATE;
 SQL
 check "a role granted recall and context before the update ($PREV_VERSION) may call each after it, and PUBLIC none" "6 6 0" \
   "$(psql_db "${DB}_grants" -tA -c "SELECT count(*) FILTER (WHERE has_function_privilege('upgrade_recaller', oid, 'EXECUTE')) || ' ' || count(*) || ' '
        || count(*) FILTER (WHERE has_function_privilege('public', oid, 'EXECUTE'))
      FROM pg_proc WHERE proname IN ('memory_recall', 'memory_context') AND pronamespace = 'agent_memory'::regnamespace")"
-psql_db postgres -c "DROP DATABASE ${DB}_grants" -c "DROP ROLE upgrade_recaller" >/dev/null
+check "a role granted recall alone (its name quoted) may call recall after the update, and not context" "3 0" \
+  "$(psql_db "${DB}_grants" -tA -c "SELECT count(*) FILTER (WHERE proname = 'memory_recall' AND has_function_privilege('upgrade, recall only', oid, 'EXECUTE'))
+       || ' ' || count(*) FILTER (WHERE proname = 'memory_context' AND has_function_privilege('upgrade, recall only', oid, 'EXECUTE'))
+     FROM pg_proc WHERE proname IN ('memory_recall', 'memory_context') AND pronamespace = 'agent_memory'::regnamespace")"
+psql_db postgres -c "DROP DATABASE ${DB}_grants" -c "DROP ROLE upgrade_recaller" -c "DROP ROLE \"upgrade, recall only\"" >/dev/null
 
 echo "upgrade ($OLD_VERSION's data written by $([ "$MODE" = api ] && echo "its own library" || echo SQL)): $PASSED passed, $FAILED failed"
 [ "$FAILED" -eq 0 ]
