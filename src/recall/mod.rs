@@ -180,13 +180,14 @@ fn neighbours(
                     let (mut i, mut found, mut looked, mut last) =
                         (if side < 0 { start as i64 - 1 } else { end as i64 }, 0u32, 0usize, None);
                     while i >= 0 && (i as usize) < entries.len() && (found as usize) < reach && looked < NEIGHBOUR_LOOK {
-                        let e = entries[i as usize];
+                        let at = i as usize;
+                        let e = entries[at];
                         i += side;
                         if last == Some(e.0) {
                             continue;
                         }
                         looked += 1;
-                        if let Some(c) = created_at((i - side) as usize)? {
+                        if let Some(c) = created_at(at)? {
                             last = Some(e.0);
                             if (c - created).abs() > window {
                                 break;
@@ -680,15 +681,16 @@ pub fn recall(user_id: Option<&str>, query: Option<&VectorDatum>, opts: RecallOp
             }
             None => None,
         };
+        // Whether a live memory of the call's kinds is a candidate: the archive, the time window
+        // and the task lineage (its task read only when there is one).
+        let admits = |c: &crate::scan::Candidate| {
+            (include_archived || !c.archived)
+                && window.said_within(c.created)
+                && (lineage.is_none() || in_lineage(&lineage, untasked, c.task_id().as_deref()))
+        };
         let mut visit = |c: &crate::scan::Candidate| {
-            if (c.archived && !include_archived) || !window.said_within(c.created) {
+            if !admits(c) {
                 return Ok(true);
-            }
-            if lineage.is_some() {
-                let task = c.task_id();
-                if !in_lineage(&lineage, untasked, task.as_deref()) {
-                    return Ok(true);
-                }
             }
             seen += 1;
             if with_neighbours {
@@ -793,12 +795,7 @@ pub fn recall(user_id: Option<&str>, query: Option<&VectorDatum>, opts: RecallOp
                     read_timeline.sort_unstable_by_key(|r| r.0);
                     read_timeline.dedup_by_key(|r| r.0);
                     let timeline = Timeline { read: std::mem::take(&mut read_timeline), entries: packed.as_ref().map(|p| &p.entries[..]) };
-                    let is_candidate = |c: &crate::scan::Candidate| {
-                        (include_archived || !c.archived)
-                            && window.said_within(c.created)
-                            && in_lineage(&lineage, untasked, c.task_id().as_deref())
-                    };
-                    let pairs = neighbours(&timeline, &hits, &is_candidate, now, kinds.as_deref())?;
+                    let pairs = neighbours(&timeline, &hits, &admits, now, kinds.as_deref())?;
                     agent_memory_core::fusion::share_with_neighbours(&mut fused, &pairs, gucs::neighbour_share(), NEIGHBOUR_SOURCES);
                 }
                 fused.truncate(k);
