@@ -70,9 +70,29 @@ fn mixed_calls(role: &'static str, user: &'static str, other: &'static str, seed
                 assert_eq!(n, 0, "{role} recalled {other}'s memories");
                 let n = t.query("SELECT position FROM agent_memory.memory_context($1, 's', $2::vector)", &[&other, &q]).unwrap().len();
                 assert_eq!(n, 0, "{role} got {other}'s context");
+                // Nor as of a moment, or in a window of time (their own read of the versions).
+                let n = t
+                    .query(
+                        "SELECT id FROM agent_memory.memory_recall($1, $2::vector, 10, query_text => 'note', as_of => now(),
+                                                                   since => now() - interval '1 day')",
+                        &[&other, &q],
+                    )
+                    .unwrap()
+                    .len();
+                assert_eq!(n, 0, "{role} recalled {other}'s memories as of now");
             }
             5 => {
                 for r in t.query("SELECT id FROM agent_memory.memory_recall($1, $2::vector, 10)", &[&user, &q]).unwrap() {
+                    seen.push(r.get(0));
+                }
+                // Hybrid: the neighbours of its hits are the user's too (both users write at once).
+                for r in t
+                    .query(
+                        "SELECT id FROM agent_memory.memory_recall($1, $2::vector, 10, touch => false, query_text => 'note')",
+                        &[&user, &q],
+                    )
+                    .unwrap()
+                {
                     seen.push(r.get(0));
                 }
             }
