@@ -247,8 +247,14 @@ const SEES_EVERY_USER: &str = "SELECT agent_memory.sees_every_user()";
 
 /// The embedding models of a user's active memories (the call's own first), read through the
 /// recall index.
-const USER_MODELS: &str = "SELECT array_agg(m.embedding_model ORDER BY m.embedding_model <> $2, m.embedding_model) \
-       FROM (SELECT DISTINCT embedding_model FROM agent_memory.memories WHERE user_id = $1 AND active) m";
+// One probe of the index on (user_id, embedding_model) per model, not a read of every entry.
+const USER_MODELS: &str = "WITH RECURSIVE m(model) AS ( \
+         (SELECT embedding_model FROM agent_memory.memories WHERE user_id = $1 AND active ORDER BY embedding_model LIMIT 1) \
+         UNION ALL \
+         SELECT (SELECT n.embedding_model FROM agent_memory.memories n \
+                  WHERE n.user_id = $1 AND n.active AND n.embedding_model > m.model ORDER BY n.embedding_model LIMIT 1) \
+           FROM m WHERE m.model IS NOT NULL) \
+     SELECT array_agg(model ORDER BY model <> $2, model) FROM m WHERE model IS NOT NULL";
 
 /// The models the user has active memories of, `model` first when it is one of them.
 pub fn user_models(client: &mut pgrx::spi::SpiClient<'_>, user: &str, model: &str) -> Result<Vec<String>> {

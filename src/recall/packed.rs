@@ -93,8 +93,13 @@ pub(crate) fn rank_packed(
     ranker: &mut VectorRanker,
     mut keyword: Option<&mut KeywordSide<'_>>,
 ) -> Result<Option<Packed>> {
-    let mut entries = Kept::take(&ENTRIES);
     let vector = !q.is_empty();
+    if !vector {
+        if let Some(kw) = keyword.as_mut() {
+            return count_words(user, model, kinds, include_archived, now, kw);
+        }
+    }
+    let mut entries = Kept::take(&ENTRIES);
     let query = Query::new(q);
     // (upper bound of the score, first entry, end of its entries): the packed memories.
     let mut bounded = Kept::take(&BOUNDED);
@@ -141,15 +146,7 @@ pub(crate) fn rank_packed(
                 // The next pack's page comes in while this one's entries are bounded.
                 ahead.prefetch(i, pack.len());
                 let id = pack.id(i);
-                // Packs and entries both come in id order: the match is most often right after
-                // the last one; otherwise search after it (from the start for an id out of order).
-                let from = if next > 0 && entries[next - 1].0 >= id { 0 } else { next };
-                let start = match entries.get(from) {
-                    Some(e) if e.0 < id => from + entries[from..].partition_point(|e| e.0 < id),
-                    _ => from,
-                };
-                let end = start + entries[start..].iter().take_while(|e| e.0 == id).count();
-                next = end;
+                let (start, end) = locate(&entries, &mut next, id);
                 if start == end || stale.binary_search(&id).is_ok() {
                     continue;
                 }
@@ -259,6 +256,98 @@ pub(crate) fn rank_packed(
     }
     drop(fetcher);
     debug1!("agent_memory: recall read {read} of {} memories of the user exactly; packs ruled out the rest", entries.len());
+    Ok(Some(Packed { read, entries }))
+}
+
+/// The entries of memory `id`: `entries[start..end]` (empty when it has none). Packs and entries
+/// both come in id order: the match is most often right after the last one (`next`); otherwise it
+/// is searched after it (from the start for an id out of order).
+fn locate(entries: &[(i64, pg_sys::ItemPointerData)], next: &mut usize, id: i64) -> (usize, usize) {
+    let from = if *next > 0 && entries[*next - 1].0 >= id { 0 } else { *next };
+    let start = match entries.get(from) {
+        Some(e) if e.0 < id => from + entries[from..].partition_point(|e| e.0 < id),
+        _ => from,
+    };
+    let end = start + entries[start..].iter().take_while(|e| e.0 == id).count();
+    *next = end;
+    (start, end)
+}
+
+/// The keyword channel alone through the packs (a keyword-only call, or hybrid recall of a large
+/// user whose vector channel comes from the model's index): the words packs are walked by
+/// themselves, the embeddings' packs holding nothing it needs. What is counted from a pack, and
+/// what is read from its row, follows the rule of [`rank_packed`]. `None` when the user has no
+/// words pack for the model.
+fn count_words(
+    user: &str,
+    model: &str,
+    kinds: Option<&[String]>,
+    include_archived: bool,
+    now: i64,
+    kw: &mut KeywordSide<'_>,
+) -> Result<Option<Packed>> {
+    let Some(mut words) = crate::scan::PackCursor::open(user, model, PART_WORDS)? else {
+        return Ok(None);
+    };
+    let Some(first) = words.next_pack() else {
+        return Ok(None);
+    };
+    let mut reader = core_pack::WordsReader::default();
+    reader.load(first, kw.scan.query_terms(), kw.scan.options());
+    let mut entries = Kept::take(&ENTRIES);
+    if !crate::scan::active_entries(user, model, gucs::packed_limit(), &mut entries)? {
+        return Ok(None);
+    }
+    let mut covered = Kept::take(&COVERED);
+    covered.resize(entries.len(), false);
+    kw.scan.reserve(entries.len());
+    let stale = crate::scan::stale_ids(user, model)?;
+    let mut fetcher = crate::scan::Fetcher::new()?;
+    let kind_codes: Option<Vec<u8>> = kinds.map(|ks| ks.iter().map(|k| kind_code(k)).collect());
+    let mut next = 0usize;
+    loop {
+        for at in 0..reader.len() {
+            let (id, has_terms) = reader.id_at(at);
+            let (start, end) = locate(&entries, &mut next, id);
+            // Not countable from the pack: the row is read.
+            if !has_terms || end != start + 1 || stale.binary_search(&id).is_ok() || !fetcher.all_visible(&entries[start].1) {
+                continue;
+            }
+            covered[start] = true;
+            let f = reader.facts_at(at);
+            let wanted = kind_codes.as_ref().is_none_or(|ks| ks.contains(&f.kind));
+            if wanted && (include_archived || !f.archived) && f.ends_at > now {
+                kw.scan.add_counted(id, f.len, reader.hits_at(at));
+            }
+        }
+        pgrx::check_for_interrupts!();
+        match words.next_pack() {
+            Some(b) => reader.load(b, kw.scan.query_terms(), kw.scan.options()),
+            None => break,
+        }
+    }
+    drop(words);
+    let mut read = 0usize;
+    for (i, (_, tid)) in entries.iter().enumerate() {
+        if covered[i] {
+            continue;
+        }
+        read += 1;
+        if read.is_multiple_of(1024) {
+            pgrx::check_for_interrupts!();
+        }
+        fetcher.fetch(*tid, kinds, now, |c| {
+            if !c.archived || include_archived {
+                kw.scan.add(c.id, &c.content());
+            }
+            Ok(())
+        })?;
+    }
+    drop(fetcher);
+    debug1!(
+        "agent_memory: recall counted the words of {read} of {} memories of the user from their rows; packs held the rest",
+        entries.len()
+    );
     Ok(Some(Packed { read, entries }))
 }
 

@@ -383,6 +383,14 @@ fn main() {
             rows.push(row(&name, "(H) memory_recall hybrid (query_text): vector + BM25 fused", &h));
             let h_rows = measure(&mut c, &hybrid_sql, "SET agent_memory.packed_recall = off", &queries, reps);
             rows.push(row(&name, "(H) memory_recall hybrid, packs off (every candidate's row)", &h_rows));
+            // By words alone (the query vector is only a parameter the statement shares).
+            let keyword_sql = format!(
+                "SELECT id FROM agent_memory.memory_recall($1, NULL::vector, {K}, model => '{}', touch => false, \
+                   query_text => 'When did I ask about the refund for the parcel order?') WHERE $2::vector IS NOT NULL",
+                set.model
+            );
+            let kw = measure(&mut c, &keyword_sql, "SELECT 1", &queries, reps);
+            rows.push(row(&name, "(K) memory_recall by words alone (query_text, NULL query)", &kw));
             notes.push(format!(
                 "  hybrid / vector-only p50 ({name}): {:.2}× (packs off: {:.2}×)",
                 percentile_ms(&h.lat, 0.5) / percentile_ms(&a_default.lat, 0.5),

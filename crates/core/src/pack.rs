@@ -544,6 +544,21 @@ impl WordsReader {
         }
     }
 
+    /// How many memories the pack read holds.
+    pub fn len(&self) -> usize {
+        self.ids.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ids.is_empty()
+    }
+
+    /// The id of the memory at `at`, and whether its facts are in the pack (made with the
+    /// options asked for).
+    pub fn id_at(&self, at: usize) -> (i64, bool) {
+        (self.ids[at], self.facts[at].is_some())
+    }
+
     /// The facts of the memory found at `at`.
     pub fn facts_at(&self, at: usize) -> PackedFacts {
         self.facts[at].expect("a memory found has facts")
