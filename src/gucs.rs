@@ -131,6 +131,8 @@ static HYBRID_FUSION: GucSetting<HybridFusionSetting> = GucSetting::<HybridFusio
 /// `agent_memory.hybrid_weight`: the vector channel's weight in convex fusion; the keyword
 /// channel has the rest (default 0.5).
 static HYBRID_WEIGHT: GucSetting<f64> = GucSetting::<f64>::new(0.5);
+/// `agent_memory.hybrid_feedback`: the first ranking's best hits a hybrid call moves its query towards (default 3; 0: one ranking).
+static HYBRID_FEEDBACK: GucSetting<i32> = GucSetting::<i32>::new(3);
 /// `agent_memory.neighbour_share`: the share of a strong hybrid hit's score given to the memories
 /// said just before and after it (default 0.3; 0 turns it off).
 static NEIGHBOUR_SHARE: GucSetting<f64> = GucSetting::<f64>::new(0.3);
@@ -628,6 +630,16 @@ fn define_ranking_settings() {
         GucContext::Userset,
         GucFlags::default(),
     );
+    GucRegistry::define_int_guc(
+        c"agent_memory.hybrid_feedback",
+        c"How many of a first hybrid ranking's best memories the query vector is moved towards before ranking again.",
+        c"The query becomes q + the mean of their embeddings, normalised, with the same words; only for users with up to exact_limit memories of the model. 0: one ranking.",
+        &HYBRID_FEEDBACK,
+        0,
+        100,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
     GucRegistry::define_float_guc(
         c"agent_memory.neighbour_share",
         c"The share of a strong hybrid hit's score that the memories said just before and after it get.",
@@ -776,6 +788,10 @@ pub fn hybrid_convex() -> bool {
 
 pub fn hybrid_weight() -> f64 {
     HYBRID_WEIGHT.get()
+}
+
+pub fn hybrid_feedback() -> usize {
+    HYBRID_FEEDBACK.get().max(0) as usize
 }
 
 pub fn neighbour_share() -> f64 {

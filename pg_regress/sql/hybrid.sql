@@ -15,6 +15,36 @@ SELECT 'hy-user', 'episodic', content, emb::vector, 'h4', now() - age, now() - a
     ('Prefers tea in the morning',                    '[0, 0, 1, 0]',     interval '2 days'),
     ('用户住在上海',                                    '[0, 0.2, 0.9, 0]', interval '1 day')) v(content, emb, age);
 
+-- Feedback (the default): hybrid recall ranks twice; the second time by the query moved towards
+-- the first ranking's 3 best memories (q + the mean of their embeddings, normalised), with the
+-- same words. The similarity shown stays the one to the caller's query.
+SET agent_memory.hybrid_feedback = 0;
+CREATE TEMP TABLE moved AS
+SELECT l2_normalize('[1,0,0,0]'::vector + avg(m.emb)) AS q
+  FROM agent_memory.memories m
+ WHERE m.id IN (SELECT id FROM agent_memory.memory_recall('hy-user', '[1,0,0,0]'::vector, 3, model => 'h4', touch => false,
+                                                          query_text => 'What happened to the refund of order A7731?'));
+CREATE TEMP TABLE by_moved AS
+SELECT r.id, r.ord FROM moved, agent_memory.memory_recall('hy-user', moved.q, 4, model => 'h4', touch => false,
+                                                          query_text => 'What happened to the refund of order A7731?')
+       WITH ORDINALITY AS r(id, content, score, similarity, kind, subject, predicate, object, importance, created_at, path, v, w, x, ord);
+RESET agent_memory.hybrid_feedback;
+SELECT (SELECT array_agg(id ORDER BY ord) FROM by_moved)
+     = (SELECT array_agg(r.id ORDER BY r.ord)
+          FROM agent_memory.memory_recall('hy-user', '[1,0,0,0]'::vector, 4, model => 'h4', touch => false,
+                                          query_text => 'What happened to the refund of order A7731?')
+               WITH ORDINALITY AS r(id, content, score, similarity, kind, subject, predicate, object, importance, created_at, path, v, w, x, ord))
+       AS ranked_by_the_moved_query;
+SELECT r.content, round(r.similarity::numeric, 3) AS similarity,
+       round(r.similarity::numeric, 6) = round(v.similarity::numeric, 6) AS similarity_to_the_query, r.vector_rank, r.keyword_rank
+  FROM agent_memory.memory_recall('hy-user', '[1,0,0,0]'::vector, 4, model => 'h4', touch => false,
+                                  query_text => 'What happened to the refund of order A7731?') r
+  LEFT JOIN agent_memory.memory_recall('hy-user', '[1,0,0,0]'::vector, 100, model => 'h4', touch => false) v USING (id)
+ ORDER BY r.score DESC, r.id;
+DROP TABLE moved, by_moved;
+-- The cases below rank once, so that each channel's part in the fused scores can be checked.
+SET agent_memory.hybrid_feedback = 0;
+
 -- Vector only (no query_text): the paraphrase and the refund question lead; the order number
 -- is nowhere near.
 SELECT content, vector_rank, keyword_rank FROM agent_memory.memory_recall('hy-user', '[1,0,0,0]'::vector, 3, model => 'h4', touch => false);

@@ -257,7 +257,8 @@ SELECT t.n, count(*) AS questions,
                    'flight hotel books movie guitar lessons ' || (SELECT string_agg('zz' || j, ' ') FROM generate_series(1, 300) j)),
                (2, 'kayaks xylophones')) AS t(n, txt)
  WHERE i <= 3 GROUP BY t.n ORDER BY t.n;
--- After the vacuum, a hybrid top-5 reads the rows of the vector ranking's pool only.
+-- After the vacuum, a hybrid top-5 reads the rows of the vector ranking's pool only (in each of
+-- its two rankings: the second with the query moved towards the first one's best hits).
 SET client_min_messages = debug1;
 SELECT count(*) FROM agent_memory.memory_recall('kw-user', (SELECT q FROM pack_q WHERE i = 1), 5, model => 'p32',
                                                 query_text => 'hiking trip', touch => false);

@@ -33,6 +33,7 @@ use crate::vector::VectorDatum;
 use agent_memory_core::window::{Window, WindowError};
 
 /// What a call asks for besides the user and the query.
+#[derive(Clone)]
 pub struct RecallOptions<'a> {
     pub k: Option<i32>,
     pub model: Option<&'a str>,
@@ -568,9 +569,82 @@ struct Scored {
     ranks: [Option<i32>; 3],
 }
 
+const FEEDBACK_EMBEDDINGS: &str =
+    "SELECT id, emb FROM agent_memory.memories WHERE id = ANY ($1) AND embedding_model = $2 AND emb IS NOT NULL";
+
 /// Recalls the `k` best memories of a user: by the query vector, by the query's words, or both
 /// fused (see the module's documentation).
+///
+/// A hybrid call of a user with up to `agent_memory.exact_limit` memories of the model ranks
+/// twice: the first ranking's `agent_memory.hybrid_feedback` best memories move the query vector
+/// towards them (`q + mean of their embeddings`, normalised: pseudo-relevance feedback), and the
+/// memories are ranked again by that vector and the same words. Only the second ranking records
+/// hits, and its `similarity` column is still the similarity to the caller's query.
 pub fn recall(user_id: Option<&str>, query: Option<&VectorDatum>, opts: RecallOptions<'_>) -> Result<Vec<Recalled>> {
+    let hits = gucs::hybrid_feedback();
+    let hybrid = query.is_some() && opts.query_text.is_some_and(|t| !t.trim().is_empty());
+    if !hybrid || hits == 0 {
+        return recall_pass(user_id, query, None, opts);
+    }
+    let user = check_user(user_id)?;
+    let model = resolve_model(opts.model)?;
+    let limit = gucs::exact_limit();
+    if crate::scan::count_entries(user, &model, limit + 1)? > limit {
+        return recall_pass(user_id, query, None, opts);
+    }
+    let q = unit_query(query)?;
+    let touch = opts.touch.unwrap_or(true) && opts.window.as_of.is_none();
+    let first = recall_pass(user_id, query, None, RecallOptions { touch: Some(false), ..opts.clone() })?;
+    if first.is_empty() {
+        return Ok(first);
+    }
+    let top: Vec<i64> = first.iter().take(hits).map(|r| r.id).collect();
+    let embeddings = embeddings_of(&top, &model)?;
+    if embeddings.is_empty() {
+        // Nothing to move towards: the first ranking is the answer (ranked again only to record
+        // its hits).
+        return if touch { recall_pass(user_id, query, None, opts) } else { Ok(first) };
+    }
+    let moved = agent_memory_core::vecmath::moved_towards(&q, embeddings.iter().map(|(_, e)| e.as_slice()));
+    let mut second = recall_pass(user_id, query, Some(moved), opts)?;
+    // The similarity shown is to the caller's query.
+    let shown: Vec<i64> = second.iter().filter(|r| r.similarity.is_some()).map(|r| r.id).collect();
+    let exact: HashMap<i64, f64> =
+        embeddings_of(&shown, &model)?.into_iter().map(|(id, e)| (id, agent_memory_core::vecmath::cosine_with_unit(&q, &e))).collect();
+    for r in second.iter_mut() {
+        if r.similarity.is_some() {
+            r.similarity = exact.get(&r.id).copied();
+        }
+    }
+    Ok(second)
+}
+
+/// The embeddings (as stored, of `model`) of the memories `ids`, read through SQL.
+fn embeddings_of(ids: &[i64], model: &str) -> Result<Vec<(i64, Vec<f32>)>> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    Spi::connect_mut(|client| {
+        let mut table = crate::plans::read(client, FEEDBACK_EMBEDDINGS, &[ids.to_vec().into(), model.into()])
+            .map_err(spi("reading the embeddings of the first ranking"))?;
+        let mut out = Vec::with_capacity(ids.len());
+        while table.next().is_some() {
+            let id: i64 = table.get(1).map_err(spi("reading id"))?.unwrap_or_default();
+            if let Some(v) = crate::vector::vector_column(&table, 2)? {
+                out.push((id, v.to_f32_vec()));
+            }
+        }
+        Ok(out)
+    })
+}
+
+/// One ranking of [`recall`]: `moved` replaces the unit query when it is given.
+fn recall_pass(
+    user_id: Option<&str>,
+    query: Option<&VectorDatum>,
+    moved: Option<Vec<f32>>,
+    opts: RecallOptions<'_>,
+) -> Result<Vec<Recalled>> {
     let user = check_user(user_id)?;
     let text = opts.query_text.map(str::trim).filter(|t| !t.is_empty());
     let channels = match (query.is_some(), text.is_some()) {
@@ -586,9 +660,10 @@ pub fn recall(user_id: Option<&str>, query: Option<&VectorDatum>, opts: RecallOp
                 .hint("Pass the embedding of the question as a vector, a halfvec, or text like '[0.1, 0.2]'; or pass query_text => the question to rank by words alone."));
         }
     };
-    let q = match query {
-        Some(_) => unit_query(query)?,
-        None => Vec::new(),
+    let q = match (query, moved) {
+        (_, Some(m)) => m,
+        (Some(_), None) => unit_query(query)?,
+        (None, None) => Vec::new(),
     };
     let k = check_k(opts.k)?;
     let model = resolve_model(opts.model)?;

@@ -136,3 +136,84 @@ fn reciprocal_rank_fusion_when_asked_for() {
     let err = c.batch_execute("SET agent_memory.hybrid_fusion = 'sum'").unwrap_err();
     assert_eq!(err.as_db_error().unwrap().code().code(), "22023");
 }
+
+/// A unit vector at `angle` from `[1, 0, 0, 0]` towards `[0, 0, 1, 0]`.
+fn towards_third(angle: f32) -> Vector {
+    Vector::from(vec![angle.cos(), 0.0, angle.sin(), 0.0])
+}
+
+#[test]
+fn hybrid_recall_ranks_again_with_the_query_moved_towards_its_best_hits() {
+    let mut c = fresh_db("am_it_fusion_feedback");
+    let user = "feedback-user";
+    let mut insert = |content: &str, emb: Vector, days_ago: i32| -> i64 {
+        c.query_one(
+            "INSERT INTO agent_memory.memories (user_id, kind, content, emb, embedding_model, created_at, last_hit_at, importance)
+             VALUES ($1, 'episodic', $2, $3, 'm4', now() - $4 * interval '1 day', now(), 0.5) RETURNING id",
+            &[&user, &content, &emb, &(days_ago as f64)],
+        )
+        .unwrap()
+        .get(0)
+    };
+    // Three hits on both channels, leaning towards a topic the query only touches.
+    let hits: Vec<i64> = (0..3).map(|i| insert(&format!("the cat's name, note {i}"), towards_third(0.6), 10 + i)).collect();
+    // Of the topic of the hits, without the query's words: further from the query than `other`.
+    let related = insert("she sleeps on the red blanket", towards_third(1.2), 20);
+    let other = insert("the car needs new tyres", towards_third(-1.1), 21);
+    let q = Vector::from(vec![1.0f32, 0.0, 0.0, 0.0]);
+    let recall = |c: &mut Client, touch: bool| -> Vec<(i64, f64)> {
+        c.query(
+            "SELECT id, similarity FROM agent_memory.memory_recall($1, $2::vector, 4, model => 'm4', touch => $3, query_text => 'name of the cat')",
+            &[&user, &q, &touch],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect()
+    };
+    let ids = |r: &[(i64, f64)]| r.iter().map(|x| x.0).collect::<Vec<_>>();
+
+    // One ranking: the fourth place goes to the memory nearer the query.
+    c.batch_execute("SET agent_memory.hybrid_feedback = 0").unwrap();
+    let once = recall(&mut c, false);
+    assert_eq!(ids(&once)[3], other, "{once:?}");
+    assert!(!ids(&once).contains(&related));
+
+    // Two rankings (the default): the query moved towards the three hits finds the related one.
+    c.batch_execute("RESET agent_memory.hybrid_feedback").unwrap();
+    let twice = recall(&mut c, false);
+    let mut first_three = ids(&twice)[..3].to_vec();
+    first_three.sort();
+    assert_eq!(first_three, hits);
+    assert_eq!(ids(&twice)[3], related, "{twice:?}");
+    // Its similarity is the one to the caller's query.
+    let shown = twice[3].1;
+    assert!((shown - 1.2f64.cos()).abs() < 1e-5, "similarity {shown}");
+
+    // Above exact_limit a user's call ranks once.
+    c.batch_execute("SET agent_memory.exact_limit = 4").unwrap();
+    assert_eq!(ids(&recall(&mut c, false)), ids(&once));
+    c.batch_execute("RESET agent_memory.exact_limit").unwrap();
+
+    // Vector-only recall is not moved.
+    let vector_only: Vec<i64> = c
+        .query("SELECT id FROM agent_memory.memory_recall($1, $2::vector, 5, model => 'm4', touch => false)", &[&user, &q])
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert!(vector_only.iter().position(|&i| i == other) < vector_only.iter().position(|&i| i == related));
+
+    // Only the ranking returned records hits: once each, and none for what only the first saw.
+    c.batch_execute("SET agent_memory.hybrid_feedback = 3").unwrap();
+    let returned = ids(&recall(&mut c, true));
+    let counts: Vec<(i64, i32)> = c
+        .query("SELECT id, hit_count FROM agent_memory.memories WHERE user_id = $1 ORDER BY id", &[&user])
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    for (id, n) in counts {
+        assert_eq!(n, i32::from(returned.contains(&id)), "memory {id}: {n} hits");
+    }
+}

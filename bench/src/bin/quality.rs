@@ -307,22 +307,27 @@ fn fusion_variants(c: &mut Client, convs: &[Conversation], questions: &[Question
     const VARIANTS: &[(&str, &[(&str, &str)])] = &[
         (
             "reciprocal rank fusion of 20 per channel (0.8.0's defaults)",
-            &[("hybrid_fusion", "rrf"), ("hybrid_candidates", "20"), ("neighbour_share", "0")],
+            &[("hybrid_feedback", "0"), ("hybrid_fusion", "rrf"), ("hybrid_candidates", "20"), ("neighbour_share", "0")],
         ),
-        ("reciprocal rank fusion of 50 per channel", &[("hybrid_fusion", "rrf"), ("neighbour_share", "0")]),
-        ("reciprocal rank fusion of 20, neighbours", &[("hybrid_fusion", "rrf"), ("hybrid_candidates", "20")]),
-        ("convex fusion of 20 per channel", &[("hybrid_candidates", "20"), ("neighbour_share", "0")]),
-        ("convex fusion of 50 per channel", &[("neighbour_share", "0")]),
-        ("convex fusion of 100 per channel", &[("hybrid_candidates", "100"), ("neighbour_share", "0")]),
-        ("convex fusion of 20, neighbours", &[("hybrid_candidates", "20")]),
-        ("convex fusion of 100, neighbours", &[("hybrid_candidates", "100")]),
-        ("convex fusion of 50, neighbours share 0.2", &[("neighbour_share", "0.2")]),
-        ("convex fusion of 50, neighbours share 0.5", &[("neighbour_share", "0.5")]),
-        ("convex fusion of 50, neighbours one on each side", &[("neighbour_reach", "1")]),
-        ("convex fusion of 50, neighbours three on each side", &[("neighbour_reach", "3")]),
-        ("convex fusion of 50, vector weight 0.4", &[("hybrid_weight", "0.4")]),
-        ("convex fusion of 50, vector weight 0.6", &[("hybrid_weight", "0.6")]),
-        ("convex fusion of 50, neighbours share 0.3, two on each side (0.9.0's defaults)", &[]),
+        ("reciprocal rank fusion of 50 per channel", &[("hybrid_feedback", "0"), ("hybrid_fusion", "rrf"), ("neighbour_share", "0")]),
+        ("reciprocal rank fusion of 20, neighbours", &[("hybrid_feedback", "0"), ("hybrid_fusion", "rrf"), ("hybrid_candidates", "20")]),
+        ("convex fusion of 20 per channel", &[("hybrid_feedback", "0"), ("hybrid_candidates", "20"), ("neighbour_share", "0")]),
+        ("convex fusion of 50 per channel", &[("hybrid_feedback", "0"), ("neighbour_share", "0")]),
+        ("convex fusion of 100 per channel", &[("hybrid_feedback", "0"), ("hybrid_candidates", "100"), ("neighbour_share", "0")]),
+        ("convex fusion of 20, neighbours", &[("hybrid_feedback", "0"), ("hybrid_candidates", "20")]),
+        ("convex fusion of 100, neighbours", &[("hybrid_feedback", "0"), ("hybrid_candidates", "100")]),
+        ("convex fusion of 50, neighbours share 0.2", &[("hybrid_feedback", "0"), ("neighbour_share", "0.2")]),
+        ("convex fusion of 50, neighbours share 0.5", &[("hybrid_feedback", "0"), ("neighbour_share", "0.5")]),
+        ("convex fusion of 50, neighbours one on each side", &[("hybrid_feedback", "0"), ("neighbour_reach", "1")]),
+        ("convex fusion of 50, neighbours three on each side", &[("hybrid_feedback", "0"), ("neighbour_reach", "3")]),
+        ("convex fusion of 50, vector weight 0.4", &[("hybrid_feedback", "0"), ("hybrid_weight", "0.4")]),
+        ("convex fusion of 50, vector weight 0.6", &[("hybrid_feedback", "0"), ("hybrid_weight", "0.6")]),
+        ("convex fusion of 50, neighbours share 0.3, two on each side (0.9.0's defaults)", &[("hybrid_feedback", "0")]),
+        ("… and the query moved towards the first ranking's best hit", &[("hybrid_feedback", "1")]),
+        ("… towards its best 2", &[("hybrid_feedback", "2")]),
+        ("… towards its best 4", &[("hybrid_feedback", "4")]),
+        ("… towards its best 5", &[("hybrid_feedback", "5")]),
+        ("… towards its best 3 (the defaults after 0.9.0: `hybrid_feedback` = 3)", &[]),
     ];
     let hybrid = [&MODES[3]];
     let mut rows = Vec::new();
@@ -348,7 +353,7 @@ fn fusion_variants(c: &mut Client, convs: &[Conversation], questions: &[Question
     }
     format!(
         "\n## How hybrid recall fuses its channels\n\n`memory_recall(..., query_text => q)` (the text-only call ranks the same way) under each \
-         way of fusing that was tried, with the mean time of one call over a socket (the users packed, as the worker keeps them); settings `agent_memory.hybrid_fusion`, `hybrid_candidates`, `hybrid_weight`, `neighbour_share` and `neighbour_reach` (\"neighbours\": share 0.3, two on each side).\n\n{}\n\
+         way of fusing that was tried, with the mean time of one call over a socket (the users packed, as the worker keeps them); settings `agent_memory.hybrid_fusion`, `hybrid_candidates`, `hybrid_weight`, `neighbour_share` and `neighbour_reach` (\"neighbours\": share 0.3, two on each side), and `hybrid_feedback` (the rows marked … rank twice: the query vector moved towards the mean of the first ranking's best hits, then ranked again with the same words; the rows above them rank once).\n\n{}\n\
          Tried and dropped, on a re-ranking of 0.8.0's hybrid results by the client (so not in this table): diversity \
          across sessions (at most 1, 2, 3 or 4 results of one session in the top 10: recall@10 0.423, 0.514, 0.561, 0.579 \
          against 0.594 for the same 60 fused candidates unchanged) lost in every category; the evidence of a multi-hop \

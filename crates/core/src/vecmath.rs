@@ -222,9 +222,49 @@ pub fn normalized(v: &[f32]) -> Vec<f32> {
     v.iter().map(|&x| ((x as f64) / n) as f32).collect()
 }
 
+/// The unit query moved towards vectors: `q + mean(vᵢ / |vᵢ|)`, scaled to unit length
+/// (pseudo-relevance feedback: the query and the mean of the best hits weigh the same). Zero
+/// vectors are left out; with none left, `q` itself.
+pub fn moved_towards<'a>(unit_query: &[f32], vectors: impl IntoIterator<Item = &'a [f32]>) -> Vec<f32> {
+    let mut sum = vec![0f64; unit_query.len()];
+    let mut n = 0usize;
+    for v in vectors {
+        let vn = norm(v);
+        if v.len() != unit_query.len() || vn == 0.0 || !vn.is_finite() {
+            continue;
+        }
+        for (s, &x) in sum.iter_mut().zip(v) {
+            *s += x as f64 / vn;
+        }
+        n += 1;
+    }
+    if n == 0 {
+        return unit_query.to_vec();
+    }
+    let moved: Vec<f32> = unit_query.iter().zip(&sum).map(|(&q, &s)| (q as f64 + s / n as f64) as f32).collect();
+    normalized(&moved)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn moved_towards_the_hits_is_unit_and_between() {
+        let q = [1.0f32, 0.0, 0.0];
+        // Towards itself: unchanged.
+        let same = moved_towards(&q, [&[2.0f32, 0.0, 0.0][..]]);
+        assert!((same[0] - 1.0).abs() < 1e-6 && same[1].abs() < 1e-6);
+        // Halfway to one orthogonal hit: the bisector, whatever the hit's length.
+        let half = moved_towards(&q, [&[0.0f32, 5.0, 0.0][..]]);
+        assert!((half[0] - half[1]).abs() < 1e-6 && (norm(&half) - 1.0).abs() < 1e-6);
+        // Two hits weigh as their mean; zero and wrong-length vectors are left out.
+        let two = moved_towards(&q, [&[0.0f32, 1.0, 0.0][..], &[0.0, 0.0, 1.0], &[0.0, 0.0, 0.0], &[1.0, 1.0]]);
+        assert!((two[1] - two[2]).abs() < 1e-6);
+        assert!(two[0] > two[1], "the query weighs as much as all the hits together: {two:?}");
+        assert!(cosine(&two, &[0.0, 1.0, 0.0]) > cosine(&q, &[0.0, 1.0, 0.0]));
+        assert_eq!(moved_towards(&q, std::iter::empty()), q.to_vec());
+    }
 
     fn naive_dot(a: &[f32], b: &[f32]) -> f64 {
         a.iter().zip(b).map(|(&x, &y)| x as f64 * y as f64).sum()
