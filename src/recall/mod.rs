@@ -584,17 +584,20 @@ pub fn recall(user_id: Option<&str>, query: Option<&VectorDatum>, opts: RecallOp
     let hits = gucs::hybrid_feedback();
     let hybrid = query.is_some() && opts.query_text.is_some_and(|t| !t.trim().is_empty());
     if !hybrid || hits == 0 {
-        return recall_pass(user_id, query, None, opts);
+        return recall_pass(user_id, query, None, opts, &mut None);
     }
     let user = check_user(user_id)?;
     let model = resolve_model(opts.model)?;
     let limit = gucs::exact_limit();
     if crate::scan::count_entries(user, &model, limit + 1)? > limit {
-        return recall_pass(user_id, query, None, opts);
+        return recall_pass(user_id, query, None, opts, &mut None);
     }
     let q = unit_query(query)?;
     let touch = opts.touch.unwrap_or(true) && opts.window.as_of.is_none();
-    let first = recall_pass(user_id, query, None, RecallOptions { touch: Some(false), ..opts.clone() })?;
+    // The keyword ranking is the same both times (the same words, candidates and snapshot): the
+    // second ranking takes the first one's.
+    let mut words = None;
+    let first = recall_pass(user_id, query, None, RecallOptions { touch: Some(false), ..opts.clone() }, &mut words)?;
     if first.is_empty() {
         return Ok(first);
     }
@@ -603,10 +606,10 @@ pub fn recall(user_id: Option<&str>, query: Option<&VectorDatum>, opts: RecallOp
     if embeddings.is_empty() {
         // Nothing to move towards: the first ranking is the answer (ranked again only to record
         // its hits).
-        return if touch { recall_pass(user_id, query, None, opts) } else { Ok(first) };
+        return if touch { recall_pass(user_id, query, None, opts, &mut words) } else { Ok(first) };
     }
     let moved = agent_memory_core::vecmath::moved_towards(&q, embeddings.iter().map(|(_, e)| e.as_slice()));
-    let mut second = recall_pass(user_id, query, Some(moved), opts)?;
+    let mut second = recall_pass(user_id, query, Some(moved), opts, &mut words)?;
     // The similarity shown is to the caller's query.
     let shown: Vec<i64> = second.iter().filter(|r| r.similarity.is_some()).map(|r| r.id).collect();
     let exact: HashMap<i64, f64> =
@@ -638,12 +641,15 @@ fn embeddings_of(ids: &[i64], model: &str) -> Result<Vec<(i64, Vec<f32>)>> {
     })
 }
 
-/// One ranking of [`recall`]: `moved` replaces the unit query when it is given.
+/// One ranking of [`recall`]: `moved` replaces the unit query when it is given. A hybrid ranking
+/// leaves its keyword ranking in `words`, and takes it from there instead of counting the words
+/// when it is already there.
 fn recall_pass(
     user_id: Option<&str>,
     query: Option<&VectorDatum>,
     moved: Option<Vec<f32>>,
     opts: RecallOptions<'_>,
+    words: &mut Option<Vec<(i64, f64)>>,
 ) -> Result<Vec<Recalled>> {
     let user = check_user(user_id)?;
     let text = opts.query_text.map(str::trim).filter(|t| !t.is_empty());
@@ -696,7 +702,8 @@ fn recall_pass(
     // How many results each channel ranks: k alone, or the fused channels' candidates.
     let per_channel = if channels == Channels::Hybrid { gucs::hybrid_candidates().max(k) } else { k };
 
-    let keyword = text.map(|t| agent_memory_core::keyword::KeywordScan::new(t, gucs::tokenizer()));
+    let counted = if channels == Channels::Hybrid { words.clone() } else { None };
+    let keyword = if counted.is_some() { None } else { text.map(|t| agent_memory_core::keyword::KeywordScan::new(t, gucs::tokenizer())) };
     if channels == Channels::Keyword && !keyword.as_ref().is_some_and(|k| k.has_terms()) {
         return Err(MemoryError::invalid_parameter("query_text has no words to search for")
             .detail("Words are letters and digits; common English words (the, of, and, ...) are skipped.")
@@ -844,7 +851,13 @@ fn recall_pass(
             }
             vector_ranked = vector.finish(per_channel);
         }
-        let keyword_ranked = keyword.as_ref().map(|kw| kw.top(per_channel, gucs::bm25())).unwrap_or_default();
+        let keyword_ranked = match &counted {
+            Some(ranked) => ranked.clone(),
+            None => keyword.as_ref().map(|kw| kw.top(per_channel, gucs::bm25())).unwrap_or_default(),
+        };
+        if channels == Channels::Hybrid && counted.is_none() {
+            *words = Some(keyword_ranked.clone());
+        }
         let scored: Vec<Scored> = match channels {
             Channels::Vector => vector_ranked
                 .iter()
@@ -887,7 +900,12 @@ fn recall_pass(
                     let missing: Vec<_> = fused
                         .iter()
                         .filter(|f| similarities.binary_search_by_key(&f.id, |p| p.0).is_err())
-                        .filter_map(|f| p.entries.binary_search_by_key(&f.id, |e| e.0).ok().map(|i| p.entries[i]))
+                        // Every index entry of the memory: only one points to the version this
+                        // statement sees (the others, to versions not yet vacuumed away).
+                        .flat_map(|f| {
+                            let start = p.entries.partition_point(|e| e.0 < f.id);
+                            p.entries[start..].iter().take_while(move |e| e.0 == f.id).copied()
+                        })
                         .collect();
                     similarities.extend(packed::similarities_of(&missing, &q, &model)?);
                     similarities.sort_unstable_by_key(|p| p.0);
