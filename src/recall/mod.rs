@@ -597,7 +597,9 @@ pub fn recall(user_id: Option<&str>, query: Option<&VectorDatum>, opts: RecallOp
     // The keyword ranking is the same both times (the same words, candidates and snapshot): the
     // second ranking takes the first one's.
     let mut words = None;
-    let first = recall_pass(user_id, query, None, RecallOptions { touch: Some(false), ..opts.clone() }, &mut words)?;
+    // At least `hits` long, so that a call's results do not depend on its k beyond their count.
+    let first_k = opts.k.map(|k| k.max(hits as i32));
+    let first = recall_pass(user_id, query, None, RecallOptions { touch: Some(false), k: first_k, ..opts.clone() }, &mut words)?;
     if first.is_empty() {
         return Ok(first);
     }
@@ -606,7 +608,7 @@ pub fn recall(user_id: Option<&str>, query: Option<&VectorDatum>, opts: RecallOp
     if embeddings.is_empty() {
         // Nothing to move towards: the first ranking is the answer (ranked again only to record
         // its hits).
-        return if touch { recall_pass(user_id, query, None, opts, &mut words) } else { Ok(first) };
+        return if touch || first_k != opts.k { recall_pass(user_id, query, None, opts, &mut words) } else { Ok(first) };
     }
     let moved = agent_memory_core::vecmath::moved_towards(&q, embeddings.iter().map(|(_, e)| e.as_slice()));
     let mut second = recall_pass(user_id, query, Some(moved), opts, &mut words)?;

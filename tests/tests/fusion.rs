@@ -186,6 +186,15 @@ fn hybrid_recall_ranks_again_with_the_query_moved_towards_its_best_hits() {
     first_three.sort();
     assert_eq!(first_three, hits);
     assert_eq!(ids(&twice)[3], related, "{twice:?}");
+    // A call's results do not depend on its k beyond their count.
+    let one: i64 = c
+        .query_one(
+            "SELECT id FROM agent_memory.memory_recall($1, $2::vector, 1, model => 'm4', touch => false, query_text => 'name of the cat')",
+            &[&user, &q],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(one, twice[0].0);
     // Its similarity is the one to the caller's query.
     let shown = twice[3].1;
     assert!((shown - 1.2f64.cos()).abs() < 1e-5, "similarity {shown}");
