@@ -587,6 +587,8 @@ pub fn recall(user_id: Option<&str>, query: Option<&VectorDatum>, opts: RecallOp
         return recall_pass(user_id, query, None, opts, &mut None);
     }
     let user = check_user(user_id)?;
+    // The call's own k is checked here: the first ranking asks for at least `hits`.
+    check_k(opts.k)?;
     let model = resolve_model(opts.model)?;
     let limit = gucs::exact_limit();
     if crate::scan::count_entries(user, &model, limit + 1)? > limit {
