@@ -706,7 +706,7 @@ fn recall_pass(
     // How many results each channel ranks: k alone, or the fused channels' candidates.
     let per_channel = if channels == Channels::Hybrid { gucs::hybrid_candidates().max(k) } else { k };
 
-    let counted = if channels == Channels::Hybrid { words.clone() } else { None };
+    let counted = if channels == Channels::Hybrid { words.take() } else { None };
     let keyword = if counted.is_some() { None } else { text.map(|t| agent_memory_core::keyword::KeywordScan::new(t, gucs::tokenizer())) };
     if channels == Channels::Keyword && !keyword.as_ref().is_some_and(|k| k.has_terms()) {
         return Err(MemoryError::invalid_parameter("query_text has no words to search for")
@@ -855,11 +855,11 @@ fn recall_pass(
             }
             vector_ranked = vector.finish(per_channel);
         }
-        let keyword_ranked = match &counted {
-            Some(ranked) => ranked.clone(),
+        let keyword_ranked = match counted {
+            Some(ranked) => ranked,
             None => keyword.as_ref().map(|kw| kw.top(per_channel, gucs::bm25())).unwrap_or_default(),
         };
-        if channels == Channels::Hybrid && counted.is_none() {
+        if channels == Channels::Hybrid {
             *words = Some(keyword_ranked.clone());
         }
         let scored: Vec<Scored> = match channels {

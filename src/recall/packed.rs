@@ -167,8 +167,7 @@ pub(crate) fn rank_packed(
                     };
                     covered[start] = true;
                     let f = reader.facts_at(at);
-                    let wanted = kind_codes.as_ref().is_none_or(|ks| ks.contains(&f.kind));
-                    if !wanted || (f.archived && !include_archived) || f.ends_at <= now {
+                    if !is_candidate(&f, kind_codes.as_deref(), include_archived, now) {
                         // Not a candidate of this call, in either channel.
                         continue;
                     }
@@ -273,9 +272,14 @@ fn locate(entries: &[(i64, pg_sys::ItemPointerData)], next: &mut usize, id: i64)
     (start, end)
 }
 
-/// The keyword channel alone through the packs (a keyword-only call, or hybrid recall of a large
-/// user whose vector channel comes from the model's index): the words packs are walked by
-/// themselves, the embeddings' packs holding nothing it needs. What is counted from a pack, and
+/// Whether a memory counted from its words pack is a candidate of the call: of its kinds, not
+/// archived unless archived memories are asked for, and not past its end (expiry or validity).
+fn is_candidate(f: &core_pack::PackedFacts, kind_codes: Option<&[u8]>, include_archived: bool, now: i64) -> bool {
+    kind_codes.is_none_or(|ks| ks.contains(&f.kind)) && (include_archived || !f.archived) && f.ends_at > now
+}
+
+/// The keyword channel alone through the packs (a keyword-only call): the words packs are walked
+/// by themselves, the embeddings' packs holding nothing it needs. What is counted from a pack, and
 /// what is read from its row, follows the rule of [`rank_packed`]. `None` when the user has no
 /// words pack for the model.
 fn count_words(
@@ -315,8 +319,7 @@ fn count_words(
             }
             covered[start] = true;
             let f = reader.facts_at(at);
-            let wanted = kind_codes.as_ref().is_none_or(|ks| ks.contains(&f.kind));
-            if wanted && (include_archived || !f.archived) && f.ends_at > now {
+            if is_candidate(&f, kind_codes.as_deref(), include_archived, now) {
                 kw.scan.add_counted(id, f.len, reader.hits_at(at));
             }
         }
