@@ -7,6 +7,7 @@
 #   bench/run.sh evict     the eviction simulation: six policies, three question streams (no server)
 #   bench/run.sh embed     text in: embeddings per second, what a text question adds to recall, memory
 #   bench/run.sh throughput  reads under 1-32 connections: hits folded by the worker vs touch in place vs none
+#   bench/run.sh policy    the tenant policy as a writer role: 0.9.0's subquery vs a SQL function per row vs the library's
 #   bench/run.sh quality   evidence recall on real conversations (shared/eval), before and after maintenance;
 #                          writes docs/quality.md
 # Figures are printed and written under target/agent_memory/.

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets up what is missing, then runs every test tier of agent_memory:
 #   0. lints: rustfmt --check, clippy with warnings as errors, unsafe code only where allowed
-#   1. unit tests of the algorithms and the embedder's parity with sentence-transformers (cargo test, no server)
+#   1. unit tests of the algorithms, the embedder's parity with sentence-transformers, and the reading of
+#      every SQL text for its user (tests/tests/statements.rs) (cargo test, no server)
 #   2. #[pg_test] tests inside a backend (cargo pgrx test)
 #   3. the pg_regress spec against a real server with the library preloaded
 #   4. a streaming standby of the test server (tests/standby.sh)
@@ -46,7 +47,11 @@ lint() {
 
 # The embedder's tests run the real model (installed by setup) on every eval text: in release,
 # where it takes a minute instead of most of an hour.
-unit_tests() { cargo test -p agent_memory_core && cargo test --release -p agent_memory_embed; }
+# tests/tests/statements.rs reads the extension's SQL and needs no server.
+unit_tests() {
+  cargo test -p agent_memory_core && cargo test --release -p agent_memory_embed &&
+    cargo test -p agent_memory_tests --test statements
+}
 
 # cargo pgrx test installs its build with `sudo cp`, in place; scripts/pgrx-install/sudo makes that
 # a rename, so a server running beside the tests (the demo's) keeps the library it loaded.

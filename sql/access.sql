@@ -73,17 +73,9 @@ SELECT pg_catalog.pg_extension_config_dump('agent_memory.role_users', '');
 
 /* The user the session works for (agent_memory.user_id), when the current role may name it: it is
    bound to no user, or the user matches a pattern of a role it is a member of. NULL otherwise, so
-   the row-level policies let nothing through. */
-CREATE FUNCTION agent_memory.session_user_id() RETURNS text
-LANGUAGE sql STABLE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
-AS $$
-    WITH mine AS (
-        SELECT b.user_pattern FROM agent_memory.role_users b JOIN pg_catalog.pg_roles r ON r.rolname = b.role_name
-         WHERE pg_catalog.pg_has_role(r.oid, 'MEMBER'))
-    SELECT s.u FROM (SELECT NULLIF(pg_catalog.current_setting('agent_memory.user_id', true), '') AS u) s
-     WHERE NOT EXISTS (SELECT 1 FROM mine) OR EXISTS (SELECT 1 FROM mine WHERE s.u LIKE mine.user_pattern)
-$$;
+   the row-level policies let nothing through. In Rust (src/api/access.rs): the policies call it
+   without a subquery, so it keeps its answer while the role, the setting and the snapshot stay
+   the same, and a row costs a comparison. */
 GRANT EXECUTE ON FUNCTION agent_memory.session_user_id() TO PUBLIC;
 -- The policies' condition reads the bindings as the role that queries, the workers included.
 GRANT SELECT ON agent_memory.role_users TO agent_memory_worker;
@@ -98,8 +90,8 @@ BEGIN
         EXECUTE format('ALTER TABLE agent_memory.%I ENABLE ROW LEVEL SECURITY', t);
         EXECUTE format('ALTER TABLE agent_memory.%I FORCE ROW LEVEL SECURITY', t);
         EXECUTE format('CREATE POLICY tenant ON agent_memory.%I
-                            USING (user_id OPERATOR(pg_catalog.=) (SELECT agent_memory.session_user_id()))
-                            WITH CHECK (user_id OPERATOR(pg_catalog.=) (SELECT agent_memory.session_user_id()))', t);
+                            USING (user_id OPERATOR(pg_catalog.=) agent_memory.session_user_id())
+                            WITH CHECK (user_id OPERATOR(pg_catalog.=) agent_memory.session_user_id())', t);
         EXECUTE format('CREATE POLICY maintenance ON agent_memory.%I TO agent_memory_admin, agent_memory_worker
                             USING (true) WITH CHECK (true)', t);
     END LOOP;

@@ -76,11 +76,14 @@ CREATE TABLE agent_memory.memories (
     CONSTRAINT memories_times_finite CHECK (isfinite(created_at) AND isfinite(last_hit_at)),
     CHECK (NOT (protected AND NOT active AND retired_reason IN ('expired', 'evicted'))),
     CONSTRAINT memories_pkey PRIMARY KEY (user_id, id),
-    -- A memory is superseded by, and drawn from, rows of its own user only.
+    -- A memory is superseded by, and drawn from, rows of its own user only. (0.10.0) No action
+    -- on delete: a key that sets a column of the user's key to NULL cannot be sharded by user
+    -- (docs/scale-out.md), so what deletes memories and turns (forgetting's purges, erasure)
+    -- sets the references to them to NULL itself, in the same statement.
     CONSTRAINT memories_superseded_by_fkey FOREIGN KEY (user_id, superseded_by)
-        REFERENCES agent_memory.memories (user_id, id) ON DELETE SET NULL (superseded_by) DEFERRABLE INITIALLY DEFERRED,
+        REFERENCES agent_memory.memories (user_id, id) DEFERRABLE INITIALLY DEFERRED,
     CONSTRAINT memories_source_turn_id_fkey FOREIGN KEY (user_id, source_turn_id)
-        REFERENCES agent_memory.turns (user_id, id) ON DELETE SET NULL (source_turn_id)
+        REFERENCES agent_memory.turns (user_id, id)
 );
 
 -- Keep embeddings in the row: a 512-dimension vector is 2,056 bytes, just over the default
@@ -196,6 +199,9 @@ CREATE TABLE agent_memory.memory_pack_stale (
     id              bigint NOT NULL
 );
 CREATE INDEX memory_pack_stale_user ON agent_memory.memory_pack_stale (user_id, embedding_model);
+-- (0.10.0) No key (a memory may be marked twice): a logical copy of the table (a shard moved to
+-- another node) identifies its rows by their whole contents.
+ALTER TABLE agent_memory.memory_pack_stale REPLICA IDENTITY FULL;
 COMMENT ON TABLE agent_memory.memory_pack_stale IS
     'Memories whose packed copy may be out of date; recall reads them exactly until the pack is rebuilt.';
 
@@ -208,7 +214,9 @@ CREATE TABLE agent_memory.tasks (
     parent_task_id text,
     created_at     timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (user_id, task_id),
-    FOREIGN KEY (user_id, parent_task_id) REFERENCES agent_memory.tasks (user_id, task_id) ON DELETE SET NULL (parent_task_id),
+    -- (0.10.0) Checked at commit, no action on delete: tasks_orphan_children (below) sets the
+    -- children's parent to NULL when a task is deleted.
+    FOREIGN KEY (user_id, parent_task_id) REFERENCES agent_memory.tasks (user_id, task_id) DEFERRABLE INITIALLY DEFERRED,
     CHECK (parent_task_id IS DISTINCT FROM task_id)
 );
 COMMENT ON TABLE agent_memory.tasks IS 'Tasks of a user and their parents (task lineage): recall and memory_context with task_id see a task and its ancestors.';
@@ -251,6 +259,24 @@ $body$;
 REVOKE ALL ON FUNCTION agent_memory.tasks_no_cycle() FROM PUBLIC;
 CREATE TRIGGER tasks_no_cycle BEFORE INSERT OR UPDATE OF parent_task_id ON agent_memory.tasks
     FOR EACH ROW EXECUTE FUNCTION agent_memory.tasks_no_cycle();
+
+-- (0.10.0) A deleted task's children lose their parent, as the key's ON DELETE SET NULL did
+-- before (a key that sets part of the user's key cannot be sharded by user). After the delete,
+-- so that a statement deleting a parent and its children deletes them all; the key is checked
+-- at commit. SECURITY DEFINER, as a key's action runs as the table's owner.
+CREATE FUNCTION agent_memory.tasks_orphan_children() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $body$
+BEGIN
+    UPDATE agent_memory.tasks t SET parent_task_id = NULL
+     WHERE t.user_id = OLD.user_id AND t.parent_task_id = OLD.task_id;
+    RETURN NULL;
+END
+$body$;
+REVOKE ALL ON FUNCTION agent_memory.tasks_orphan_children() FROM PUBLIC;
+CREATE TRIGGER tasks_orphan_children AFTER DELETE ON agent_memory.tasks
+    FOR EACH ROW EXECUTE FUNCTION agent_memory.tasks_orphan_children();
 
 -- Every embedding model in use, with its dimension: one model, one dimension. Rows are added by
 -- the first write of a model. (0.6.0) A model the server embeds text with has a folder of its
@@ -634,9 +660,11 @@ RETURNS TABLE (id bigint, kind text, subject text, content text, created_at time
 LANGUAGE sql STABLE STRICT PARALLEL SAFE
 SET search_path = pg_catalog
 AS $$
+    -- (0.10.0) The summary's user is found by its id first; the evidence is then read by user.
     SELECT m.id, m.kind, m.subject, m.content, m.created_at, m.retired_at
-      FROM agent_memory.memories m
-     WHERE m.superseded_by = memory_id AND (m.active OR m.retired_reason = 'summarized')
+      FROM agent_memory.memories s
+      JOIN agent_memory.memories m ON m.user_id = s.user_id AND m.superseded_by = s.id
+     WHERE s.id = memory_id AND (m.active OR m.retired_reason = 'summarized')
      ORDER BY m.created_at, m.id
 $$;
 COMMENT ON FUNCTION agent_memory.memory_evidence(bigint) IS

@@ -32,6 +32,7 @@ pub mod gucs;
 pub mod json;
 pub mod locks;
 pub mod pg;
+pub mod placement;
 pub mod plans;
 pub mod recall;
 pub mod runs;

@@ -195,3 +195,28 @@ pub fn share_dir() -> std::path::PathBuf {
     };
     std::path::PathBuf::from(path.to_string_lossy().into_owned())
 }
+
+/// The role whose rights apply now (`current_user`: a SECURITY DEFINER function's owner inside it).
+pub fn current_role() -> pg_sys::Oid {
+    // SAFETY: reads a backend-global PostgreSQL keeps for the current role.
+    unsafe { pg_sys::GetUserId() }
+}
+
+/// What tells the active snapshot from another: its horizon, its command, and how many
+/// transactions had ended when it was taken. Two reads under snapshots with the same key see
+/// the same rows. `None` when there is no active snapshot, or it does not count ended
+/// transactions.
+pub fn snapshot_key() -> Option<(u32, u32, u32, u64)> {
+    // SAFETY: ActiveSnapshotSet and GetActiveSnapshot read the backend's snapshot stack; the
+    // snapshot is only read, while it is active.
+    unsafe {
+        if !pg_sys::ActiveSnapshotSet() {
+            return None;
+        }
+        let s = pg_sys::GetActiveSnapshot();
+        if s.is_null() || (*s).snapXactCompletionCount == 0 {
+            return None;
+        }
+        Some(((*s).xmin.into_inner(), (*s).xmax.into_inner(), (*s).curcid, (*s).snapXactCompletionCount))
+    }
+}

@@ -24,7 +24,12 @@ thread_local! {
     static PLANS: RefCell<HashMap<Key, OwnedPreparedStatement>> = RefCell::new(HashMap::new());
 }
 
-fn execute<'c>(client: &mut SpiClient<'c>, sql: &'static str, args: &[DatumWithOid<'_>]) -> SpiResult<SpiTupleTable<'c>> {
+fn execute<'c>(
+    client: &mut SpiClient<'c>,
+    sql: &'static str,
+    args: &[DatumWithOid<'_>],
+    fresh_snapshot: bool,
+) -> SpiResult<SpiTupleTable<'c>> {
     let key: Key = (sql.as_ptr() as usize, args.iter().map(|a| a.oid().to_u32()).collect());
     // Take the plan out while it runs, so a nested call (a trigger) cannot see it borrowed.
     let plan = PLANS.with(|p| p.borrow_mut().remove(&key));
@@ -35,7 +40,11 @@ fn execute<'c>(client: &mut SpiClient<'c>, sql: &'static str, args: &[DatumWithO
             // Prepared "mutating", a plan executes with read_only = false (a fresh snapshot per
             // statement); a read-only one would reuse the calling statement's snapshot while the
             // transaction has no xid, and miss what was committed while the call waited.
-            client.prepare_mut(sql, &types)?.keep()
+            if fresh_snapshot {
+                client.prepare_mut(sql, &types)?.keep()
+            } else {
+                client.prepare(sql, &types)?.keep()
+            }
         }
     };
     // `select` executes the plan as it was prepared and, unlike `update`, does not assign a
@@ -48,10 +57,17 @@ fn execute<'c>(client: &mut SpiClient<'c>, sql: &'static str, args: &[DatumWithO
 /// Runs a statement that only reads (no row changes, no row locks, no `nextval`) through a kept
 /// plan. `sql` must be a `'static` string: its address is part of the cache key.
 pub fn read<'c>(client: &mut SpiClient<'c>, sql: &'static str, args: &[DatumWithOid<'_>]) -> SpiResult<SpiTupleTable<'c>> {
-    execute(client, sql, args)
+    execute(client, sql, args, true)
+}
+
+/// Runs a statement that only reads, through a kept plan, in the calling statement's snapshot
+/// (a read-only plan: no new snapshot, no command counter increment), as a `STABLE` SQL
+/// function's query would.
+pub fn read_in_snapshot<'c>(client: &mut SpiClient<'c>, sql: &'static str, args: &[DatumWithOid<'_>]) -> SpiResult<SpiTupleTable<'c>> {
+    execute(client, sql, args, false)
 }
 
 /// Runs a statement that changes rows or locks them through a kept plan.
 pub fn write<'c>(client: &mut SpiClient<'c>, sql: &'static str, args: &[DatumWithOid<'_>]) -> SpiResult<SpiTupleTable<'c>> {
-    execute(client, sql, args)
+    execute(client, sql, args, true)
 }

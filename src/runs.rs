@@ -13,6 +13,7 @@ use pgrx::spi::SpiClient;
 use pgrx::PgSqlErrorCode;
 
 use crate::error::{first_value, spi, MemoryError, Result};
+use crate::placement::TableSet;
 
 /// A maintenance job.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -55,8 +56,12 @@ pub fn step(name: &'static str, f: impl FnOnce() -> Result<i64>) -> Result<Step>
     Ok(Step { name, rows, ms: started.elapsed().as_secs_f64() * 1000.0 })
 }
 
-/// How a pass runs its units of work.
+/// How a pass runs its units of work, and on which tables.
 pub trait Driver {
+    /// The tables the pass runs on: its statements name the extension's tables and run on
+    /// these (`TableSet::sql`).
+    fn tables(&self) -> &TableSet;
+
     /// Runs one unit (a batch, or the read that plans the batches): in the caller's
     /// transaction, or in a transaction of its own.
     fn unit<R>(&mut self, f: impl FnOnce(&mut SpiClient<'_>) -> Result<R>) -> Result<R>;
@@ -80,9 +85,22 @@ pub trait Driver {
 }
 
 /// A pass called from SQL: everything in the caller's transaction.
-pub struct InCallerTransaction;
+pub struct InCallerTransaction {
+    tables: TableSet,
+}
+
+impl InCallerTransaction {
+    /// A pass over `tables`.
+    pub fn on(tables: TableSet) -> InCallerTransaction {
+        InCallerTransaction { tables }
+    }
+}
 
 impl Driver for InCallerTransaction {
+    fn tables(&self) -> &TableSet {
+        &self.tables
+    }
+
     fn unit<R>(&mut self, f: impl FnOnce(&mut SpiClient<'_>) -> Result<R>) -> Result<R> {
         Spi::connect_mut(f)
     }
@@ -164,16 +182,40 @@ fn busy(job: Job) -> MemoryError {
 
 /// A pass called from SQL. A real pass takes the job's lock (or fails at once when a worker or
 /// another session holds it) and records its run; a dry run does neither and changes nothing.
-pub fn by_hand(job: Job, dry_run: bool, pass: impl FnOnce(&mut InCallerTransaction) -> Result<Steps>) -> Result<Steps> {
+/// The pass runs on each set of tables of this server in turn (`placement::local_table_sets`),
+/// and its steps add up.
+pub fn by_hand(job: Job, dry_run: bool, pass: impl Fn(&mut InCallerTransaction) -> Result<Steps>) -> Result<Steps> {
     crate::version::check()?;
-    let mut d = InCallerTransaction;
-    if dry_run {
-        return pass(&mut d);
+    let sets = crate::placement::local_table_sets()?;
+    let mut d = InCallerTransaction::on(TableSet::base());
+    let run_id = if dry_run {
+        None
+    } else {
+        Some(d.unit(|client| start_run(client, job, crate::locks::TRY_LOCK_JOB_XACT, false)?.ok_or_else(|| busy(job)))?)
+    };
+    let mut steps = Steps::new();
+    for set in sets {
+        d.tables = set;
+        add_steps(&mut steps, pass(&mut d)?);
     }
-    let run_id = d.unit(|client| start_run(client, job, crate::locks::TRY_LOCK_JOB_XACT, false)?.ok_or_else(|| busy(job)))?;
-    let steps = pass(&mut d)?;
-    d.unit(|client| finish_run(client, run_id, Ok(&steps), None))?;
+    if let Some(run_id) = run_id {
+        d.unit(|client| finish_run(client, run_id, Ok(&steps), None))?;
+    }
     Ok(steps)
+}
+
+/// Adds the steps of a pass over one set of tables to those of the sets before (by name, in
+/// the order they first ran).
+pub fn add_steps(total: &mut Steps, more: Steps) {
+    for s in more {
+        match total.iter_mut().find(|t| t.name == s.name) {
+            Some(t) => {
+                t.rows += s.rows;
+                t.ms += s.ms;
+            }
+            None => total.push(s),
+        }
+    }
 }
 
 /// What a worker's attempt at a pass came to.

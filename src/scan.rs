@@ -16,9 +16,9 @@ use std::borrow::Cow;
 use std::ffi::CStr;
 
 use pgrx::pg_sys;
-use pgrx::{IntoDatum, PgSqlErrorCode};
+use pgrx::IntoDatum;
 
-use crate::error::{MemoryError, Result};
+use crate::error::Result;
 
 /// One candidate, valid only during the callback.
 pub struct Candidate {
@@ -176,20 +176,7 @@ impl Columns {
     }
 }
 
-fn missing(what: &str) -> MemoryError {
-    MemoryError::new(PgSqlErrorCode::ERRCODE_UNDEFINED_OBJECT, format!("agent_memory's {what} was not found"))
-        .hint("The schema of this database is not the library's: run ALTER EXTENSION agent_memory UPDATE (never DROP EXTENSION, which deletes every memory).")
-}
-
-fn oid_of(name: &CStr, namespace: pg_sys::Oid, what: &str) -> Result<pg_sys::Oid> {
-    // SAFETY: a syscache lookup by name; returns InvalidOid when there is none.
-    let oid = unsafe { pg_sys::get_relname_relid(name.as_ptr(), namespace) };
-    if oid == pg_sys::Oid::INVALID {
-        Err(missing(what))
-    } else {
-        Ok(oid)
-    }
-}
+use crate::placement::missing;
 
 fn attnum(rel: pg_sys::Oid, name: &CStr) -> Result<usize> {
     // SAFETY: a syscache lookup by name; returns InvalidAttrNumber (0) when there is none.
@@ -241,22 +228,15 @@ impl Drop for Scan {
     }
 }
 
-/// The table and its per-user index.
-fn relations() -> Result<(pg_sys::Oid, pg_sys::Oid)> {
-    // SAFETY: a syscache lookup; missing_ok = true returns InvalidOid.
-    let namespace = unsafe { pg_sys::get_namespace_oid(c"agent_memory".as_ptr(), true) };
-    if namespace == pg_sys::Oid::INVALID {
-        return Err(missing("schema"));
-    }
-    Ok((
-        oid_of(c"memories", namespace, "table memories")?,
-        oid_of(c"memories_user_model_active", namespace, "index memories_user_model_active")?,
-    ))
+/// The table and its per-user index that hold `user`'s memories.
+fn relations(user: &str) -> Result<(pg_sys::Oid, pg_sys::Oid)> {
+    let p = crate::placement::of_user(user)?;
+    Ok((p.memories, p.active_index))
 }
 
 /// The id of the table of memories (recall's hits name it: `api::hits`).
 pub fn memories_oid() -> Result<u32> {
-    Ok(relations()?.0.to_u32())
+    Ok(crate::placement::memories_table()?.to_u32())
 }
 
 /// The snapshot of the running statement (a query of the same statement sees the same rows).
@@ -345,7 +325,7 @@ unsafe fn begin_keys(rel_oid: pg_sys::Oid, index_oid: pg_sys::Oid, keys: &[&str]
 /// Counts the index entries of (user, model), up to `limit`, without reading the table: a cheap
 /// size estimate (entries of rows deleted but not yet vacuumed count too).
 pub fn count_entries(user: &str, model: &str, limit: usize) -> Result<usize> {
-    let (rel_oid, index_oid) = relations()?;
+    let (rel_oid, index_oid) = relations(user)?;
     // SAFETY: called from a SQL function; the scan is released by `Scan`.
     let s = unsafe { begin(rel_oid, index_oid, user, model)? };
     let mut n = 0;
@@ -383,7 +363,7 @@ fn scan_active(
     visible: Visible,
     mut f: impl FnMut(&Candidate) -> Result<bool>,
 ) -> Result<bool> {
-    let (rel_oid, index_oid) = relations()?;
+    let (rel_oid, index_oid) = relations(user)?;
     let cols = Columns::of(rel_oid)?;
     let max_attr = cols.max();
     // SAFETY: called from a SQL function, inside its transaction and snapshot; every pointer is
@@ -954,7 +934,7 @@ pub(crate) fn entries_by_walk(
     limit: usize,
     out: &mut Vec<(i64, pg_sys::ItemPointerData)>,
 ) -> Result<Option<bool>> {
-    let (_, index_oid) = relations()?;
+    let (_, index_oid) = relations(user)?;
     // SAFETY: reads a backend global.
     let serializable = unsafe { pg_sys::XactIsoLevel } == pg_sys::XACT_SERIALIZABLE as i32;
     if serializable || !column_bytewise(index_oid, 1) || !column_bytewise(index_oid, 2) {
@@ -987,7 +967,7 @@ pub fn active_entries(user: &str, model: &str, limit: usize, out: &mut Vec<(i64,
 
 /// [`active_entries`] through the index AM's scan.
 pub(crate) fn entries_by_scan(user: &str, model: &str, limit: usize, out: &mut Vec<(i64, pg_sys::ItemPointerData)>) -> Result<bool> {
-    let (rel_oid, index_oid) = relations()?;
+    let (rel_oid, index_oid) = relations(user)?;
     // The scan's key is the user alone and the model is compared here, in place (when its
     // column compares bytewise): the index's own check of a second text key on every entry costs
     // more than the rest of the walk.
@@ -1104,8 +1084,9 @@ const VM_CONTENTS: usize = std::mem::offset_of!(pg_sys::PageHeaderData, pd_linp)
 const VM_HEAP_BLOCKS_PER_PAGE: u32 = ((pg_sys::BLCKSZ as usize - VM_CONTENTS) * 4) as u32;
 
 impl Fetcher {
-    pub fn new() -> Result<Fetcher> {
-        let (rel_oid, _) = relations()?;
+    /// A fetcher of `user`'s rows.
+    pub fn new(user: &str) -> Result<Fetcher> {
+        let (rel_oid, _) = relations(user)?;
         let cols = Columns::of(rel_oid)?;
         let max_attr = cols.max();
         // SAFETY: inside a SQL call's transaction; the table is opened with the lock a SELECT
@@ -1234,22 +1215,9 @@ impl Drop for Fetcher {
     }
 }
 
-/// The pack tables, when this schema has them.
-fn pack_relations() -> Result<Option<(pg_sys::Oid, pg_sys::Oid, pg_sys::Oid, pg_sys::Oid)>> {
-    // SAFETY: a syscache lookup; missing_ok = true returns InvalidOid.
-    let namespace = unsafe { pg_sys::get_namespace_oid(c"agent_memory".as_ptr(), true) };
-    if namespace == pg_sys::Oid::INVALID {
-        return Err(missing("schema"));
-    }
-    // SAFETY: syscache lookups by name; InvalidOid when there is none.
-    let oids = unsafe {
-        [c"memory_packs", c"memory_packs_pkey", c"memory_pack_stale", c"memory_pack_stale_user"]
-            .map(|n| pg_sys::get_relname_relid(n.as_ptr(), namespace))
-    };
-    if oids.contains(&pg_sys::Oid::INVALID) {
-        return Ok(None);
-    }
-    Ok(Some((oids[0], oids[1], oids[2], oids[3])))
+/// The pack tables that hold `user`'s packs, when this schema has them.
+fn pack_relations(user: &str) -> Result<Option<(pg_sys::Oid, pg_sys::Oid, pg_sys::Oid, pg_sys::Oid)>> {
+    Ok(crate::placement::of_user(user)?.packs.map(|p| (p.packs, p.packs_pkey, p.stale, p.stale_index)))
 }
 
 /// The packs of one user, model and part (`embeddings` or `words`), in pack order.
@@ -1298,7 +1266,7 @@ impl Ahead {
 impl PackCursor {
     /// A cursor over the packs of (user, model, part); `None` when the schema has no packs.
     pub fn open(user: &str, model: &str, part: &str) -> Result<Option<PackCursor>> {
-        let Some((packs, packs_pkey, _, _)) = pack_relations()? else {
+        let Some((packs, packs_pkey, _, _)) = pack_relations(user)? else {
             return Ok(None);
         };
         let payload = attnum(packs, c"payload")?;
@@ -1362,7 +1330,7 @@ impl PackCursor {
 
 /// The ids of (user, model) whose packed copy may be out of date (`memory_pack_stale`).
 pub fn stale_ids(user: &str, model: &str) -> Result<Vec<i64>> {
-    let Some((_, _, stale, stale_index)) = pack_relations()? else {
+    let Some((_, _, stale, stale_index)) = pack_relations(user)? else {
         return Ok(Vec::new());
     };
     let id = attnum(stale, c"id")?;

@@ -295,7 +295,7 @@ fn eviction_retires_only_the_rows_still_as_ranked() {
     assert_eq!(tids.len(), 20);
     Spi::run_with_args("UPDATE agent_memory.memories SET hit_count = hit_count + 1 WHERE id = $1", &[ids[0].into()]).unwrap();
     Spi::run_with_args("UPDATE agent_memory.memories SET protected = true WHERE id = $1", &[ids[1].into()]).unwrap();
-    let retired = Spi::connect_mut(|c| crate::api::forget::retire_rows(c, ids.clone(), tids.clone())).unwrap();
+    let retired = Spi::connect_mut(|c| crate::api::forget::retire_rows(c, &crate::placement::TableSet::base(), ids.clone(), tids.clone())).unwrap();
     assert_eq!(retired, 18);
     let still = |id: i64| Spi::get_one_with_args::<bool>("SELECT active FROM agent_memory.memories WHERE id = $1", &[id.into()]).unwrap();
     assert_eq!(still(ids[0]), Some(true));
@@ -396,4 +396,32 @@ fn packed_recalls_in_one_backend_start_from_empty_arrays() {
         }
     }
     Spi::run("RESET agent_memory.packed_recall").unwrap();
+}
+
+/// A pass's statements run on the set of tables it is given: the same text names a set's
+/// tables in place of the extension's, once per statement and set, and a batch of forgetting's
+/// purge deletes from the set's tables only.
+#[pg_test]
+fn a_table_set_renames_a_statement_tables_and_runs_on_them() {
+    use crate::placement::TableSet;
+    const PURGE: &str = "DELETE FROM agent_memory.turns t WHERE t.user_id = $1 AND t.content LIKE 'old%'";
+    let base = TableSet::base();
+    assert_eq!(base.sql(PURGE), PURGE);
+    let names = agent_memory_core::tables::PER_USER.map(|t| format!("{t}_copy"));
+    let copy = TableSet::named(names);
+    let renamed = copy.sql(PURGE);
+    assert_eq!(renamed, "DELETE FROM agent_memory.\"turns_copy\" t WHERE t.user_id = $1 AND t.content LIKE 'old%'");
+    // Made once: the same text comes back (the key of its kept plan).
+    assert!(std::ptr::eq(renamed, copy.sql(PURGE)));
+    // The set's table of memories is found by its name, and is not the extension's.
+    assert!(copy.memories_table().is_err(), "no table memories_copy yet");
+    Spi::run("CREATE TABLE agent_memory.memories_copy (LIKE agent_memory.memories)").unwrap();
+    Spi::run("CREATE TABLE agent_memory.turns_copy (LIKE agent_memory.turns)").unwrap();
+    assert_ne!(copy.memories_table().unwrap(), base.memories_table().unwrap());
+    Spi::run("INSERT INTO agent_memory.turns (user_id, session_id, role, content) VALUES ('ts-user', 's', 'user', 'old turn')")
+        .unwrap();
+    Spi::run("INSERT INTO agent_memory.turns_copy SELECT * FROM agent_memory.turns WHERE user_id = 'ts-user'").unwrap();
+    Spi::connect_mut(|c| crate::plans::write(c, copy.sql(PURGE), &["ts-user".into()]).map(|_| ())).unwrap();
+    assert_eq!(count("SELECT count(*) FROM agent_memory.turns_copy WHERE user_id = 'ts-user'"), 0);
+    assert_eq!(count("SELECT count(*) FROM agent_memory.turns WHERE user_id = 'ts-user'"), 1);
 }

@@ -33,6 +33,7 @@ use pgrx::PgSqlErrorCode;
 use crate::error::{first_value, spi, MemoryError, Result};
 use crate::gucs;
 use crate::pg::{in_recovery, reload_config_if_asked, shutdown_requested};
+use crate::placement::TableSet;
 use crate::runs::{self, Attempt, Driver, Job};
 
 /// The `backend_type` of the workers in `pg_stat_activity`.
@@ -288,11 +289,17 @@ fn batch_as<R>(role: &str, f: impl FnOnce(&mut SpiClient<'_>) -> Result<R>) -> R
 /// pause; stops between units when the server asks the worker to exit.
 struct WorkerDriver {
     role: String,
+    /// The tables the pass runs on now.
+    tables: TableSet,
     first: bool,
     longest: Duration,
 }
 
 impl Driver for WorkerDriver {
+    fn tables(&self) -> &TableSet {
+        &self.tables
+    }
+
     fn unit<R>(&mut self, f: impl FnOnce(&mut SpiClient<'_>) -> Result<R>) -> Result<R> {
         self.run(f, true)
     }
@@ -390,15 +397,31 @@ fn run_job(job: Job, role: &str) {
         Job::Forget => "agent_memory: forgetting pass",
         Job::Consolidate => "agent_memory: consolidation pass",
     }));
-    let mut d = WorkerDriver { role: role.to_string(), first: true, longest: Duration::ZERO };
-    let pass = |d: &mut WorkerDriver, run_id: i64| match job {
-        Job::Forget => {
-            let mut helper = PassHelper { role, run_id, running: None, shared: None, longest: Duration::ZERO };
-            let steps = crate::api::forget::forget_pass_helped(d, &mut helper);
-            d.longest = d.longest.max(helper.longest);
-            steps
+    let sets = match in_transaction_as(role, |_| crate::placement::local_table_sets()) {
+        Ok(sets) => sets,
+        Err(e) => {
+            warning!("agent_memory: {} pass could not run: {}", job.name(), e.message);
+            return;
         }
-        Job::Consolidate => crate::api::consolidate::consolidate_pass(d, false),
+    };
+    let mut d = WorkerDriver { role: role.to_string(), tables: TableSet::base(), first: true, longest: Duration::ZERO };
+    // One run, over each set of tables of this server in turn.
+    let pass = |d: &mut WorkerDriver, run_id: i64| -> crate::error::Result<runs::Steps> {
+        let mut steps = runs::Steps::new();
+        for set in &sets {
+            d.tables = set.clone();
+            let more = match job {
+                Job::Forget => {
+                    let mut helper = PassHelper { role, run_id, running: None, shared: None, longest: Duration::ZERO };
+                    let steps = crate::api::forget::forget_pass_helped(d, &mut helper);
+                    d.longest = d.longest.max(helper.longest);
+                    steps
+                }
+                Job::Consolidate => crate::api::consolidate::consolidate_pass(d, false),
+            }?;
+            runs::add_steps(&mut steps, more);
+        }
+        Ok(steps)
     };
     let started = Instant::now();
     match runs::by_worker(&mut d, job, pass) {
@@ -557,7 +580,8 @@ pub extern "C-unwind" fn agent_memory_helper_main(arg: pg_sys::Datum) {
         }
     };
     crate::pg::report_activity(Some(&format!("agent_memory: helper of forgetting run {run_id}")));
-    let mut d = WorkerDriver { role: role.clone(), first: true, longest: Duration::ZERO };
+    // The helper of a pass over the extension's tables (one server's only set).
+    let mut d = WorkerDriver { role: role.clone(), tables: TableSet::base(), first: true, longest: Duration::ZERO };
     for name in crate::api::forget::HELPER_STEPS {
         let outcome = crate::runs::step(name, || match name {
             "evict" => helper_evict(&mut d, run_id),
@@ -626,32 +650,44 @@ const PACKS_PER_PASS: i64 = 500;
 /// transaction of its own.
 fn run_pack_pass(role: &str) {
     let started = Instant::now();
-    match in_transaction_as(role, crate::api::pack::sweep) {
-        Ok(0) => {}
-        Ok(n) => log!("agent_memory: pack pass dropped {n} packed row(s) of users that have none"),
-        Err(e) => warning!("agent_memory: sweeping orphaned packs failed: {}", e.message),
-    }
-    if let Err(e) = in_transaction_as(role, crate::embedder::trim) {
-        warning!("agent_memory: trimming the embedding cache failed: {}", e.message);
-    }
-    let due = match in_transaction_as(role, |c| crate::api::pack::due(c, PACKS_PER_PASS)) {
-        Ok(d) => d,
+    let sets = match in_transaction_as(role, |_| crate::placement::local_table_sets()) {
+        Ok(sets) => sets,
         Err(e) => {
             warning!("agent_memory: pack pass could not run: {}", e.message);
             return;
         }
     };
+    for set in &sets {
+        match in_transaction_as(role, |c| crate::api::pack::sweep(c, set)) {
+            Ok(0) => {}
+            Ok(n) => log!("agent_memory: pack pass dropped {n} packed row(s) of users that have none"),
+            Err(e) => warning!("agent_memory: sweeping orphaned packs failed: {}", e.message),
+        }
+    }
+    if let Err(e) = in_transaction_as(role, crate::embedder::trim) {
+        warning!("agent_memory: trimming the embedding cache failed: {}", e.message);
+    }
+    let mut due = Vec::new();
+    for set in &sets {
+        match in_transaction_as(role, |c| crate::api::pack::due(c, set, PACKS_PER_PASS)) {
+            Ok(d) => due.extend(d.into_iter().map(|(user, model)| (set, user, model))),
+            Err(e) => {
+                warning!("agent_memory: pack pass could not run: {}", e.message);
+                return;
+            }
+        }
+    }
     if !due.is_empty() {
         crate::pg::report_activity(Some("agent_memory: pack rebuild"));
     }
     let (mut built, mut memories) = (0, 0);
-    for (user, model) in &due {
+    for (set, user, model) in &due {
         reload_config_if_asked();
         if shutdown_requested() {
             break;
         }
         fold_hits_if_due(role);
-        match batch_as(role, |c| crate::api::pack::build(c, user, model)) {
+        match batch_as(role, |c| crate::api::pack::build(c, set, user, model)) {
             Ok(n) => {
                 built += 1;
                 memories += n;
@@ -673,15 +709,33 @@ const EMBED_PASS_LIMIT: Duration = Duration::from_secs(10);
 /// passed over (they stay found by keyword recall) until a later pass.
 fn run_embed_pass(role: &str) {
     let started = Instant::now();
-    let (mut after, mut total) = (i64::MIN, 0i64);
+    let sets = match in_transaction_as(role, |_| crate::placement::local_table_sets()) {
+        Ok(sets) => sets,
+        Err(e) => {
+            warning!("agent_memory: embedding memories failed: {}", e.message);
+            return;
+        }
+    };
+    let mut total = 0i64;
     let mut said: Vec<String> = Vec::new();
+    for set in &sets {
+        total += embed_set(role, set, started, &mut said);
+    }
+    if total > 0 {
+        log!("agent_memory: embedded {total} memories in {:.1} s", started.elapsed().as_secs_f64());
+    }
+}
+
+/// The embedding pass over one set of tables; returns the memories it embedded.
+fn embed_set(role: &str, set: &TableSet, started: Instant, said: &mut Vec<String>) -> i64 {
+    let (mut after, mut total) = (i64::MIN, 0i64);
     loop {
         reload_config_if_asked();
         if shutdown_requested() || started.elapsed() > EMBED_PASS_LIMIT {
             break;
         }
         fold_hits_if_due(role);
-        match batch_as(role, |c| crate::api::embed::embed_pending(c, after, gucs::embed_batch_size())) {
+        match batch_as(role, |c| crate::api::embed::embed_pending(c, set, after, gucs::embed_batch_size())) {
             Ok(b) => {
                 if total == 0 && b.embedded > 0 {
                     crate::pg::report_activity(Some("agent_memory: embedding memories"));
@@ -704,9 +758,7 @@ fn run_embed_pass(role: &str) {
             }
         }
     }
-    if total > 0 {
-        log!("agent_memory: embedded {total} memories in {:.1} s", started.elapsed().as_secs_f64());
-    }
+    total
 }
 
 /// Runs `pass` when `interval` has gone by since `last` (or it never ran); returns how long

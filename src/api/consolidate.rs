@@ -27,6 +27,7 @@ use pgrx::spi::SpiClient;
 
 use crate::error::{first_value, spi, MemoryError, OrRaise, Result};
 use crate::gucs;
+use crate::placement::TableSet;
 use crate::runs::{self, step, Driver, Job, Steps};
 
 /// Groups of duplicates: ids newest first. Objects compare without case or surrounding blanks,
@@ -137,13 +138,13 @@ fn ids_of(
 }
 
 /// Applies merges (`(id, keeper)` pairs) in one statement; returns the rows retired.
-fn merge(client: &mut SpiClient<'_>, pairs: &[(i64, i64)]) -> Result<i64> {
+fn merge(client: &mut SpiClient<'_>, t: &TableSet, pairs: &[(i64, i64)]) -> Result<i64> {
     if pairs.is_empty() {
         return Ok(0);
     }
     let ids: Vec<i64> = pairs.iter().map(|p| p.0).collect();
     let keepers: Vec<i64> = pairs.iter().map(|p| p.1).collect();
-    let table = crate::plans::write(client, MERGE_BATCH, &[ids.into(), keepers.into()]).map_err(spi("merging memories"))?;
+    let table = crate::plans::write(client, t.sql(MERGE_BATCH), &[ids.into(), keepers.into()]).map_err(spi("merging memories"))?;
     Ok(table.first().get_one::<i64>().map_err(spi("merging memories"))?.unwrap_or(0))
 }
 
@@ -160,7 +161,8 @@ pub fn consolidate_pass<D: Driver>(d: &mut D, dry_run: bool) -> Result<Steps> {
 }
 
 fn merge_duplicates<D: Driver>(d: &mut D, dry_run: bool, batch: i64, would: &mut WouldChange) -> Result<i64> {
-    let groups = d.read(|c| ids_of(c, DUPLICATE_GROUPS, &[], "finding duplicates"))?;
+    let t = d.tables().clone();
+    let groups = d.read(|c| ids_of(c, t.sql(DUPLICATE_GROUPS), &[], "finding duplicates"))?;
     let mut pairs: Vec<(i64, i64)> = Vec::new();
     for g in &groups {
         for &id in &g[1..] {
@@ -176,7 +178,7 @@ fn merge_duplicates<D: Driver>(d: &mut D, dry_run: bool, batch: i64, would: &mut
     }
     let mut total = 0;
     for chunk in pairs.chunks(batch as usize) {
-        total += d.unit(|c| merge(c, chunk))?;
+        total += d.unit(|c| merge(c, &t, chunk))?;
     }
     Ok(total)
 }
@@ -235,9 +237,10 @@ fn similar_pairs(user: &str, model: &str, threshold: f64, skip: &HashSet<i64>, s
 }
 
 fn merge_similar<D: Driver>(d: &mut D, dry_run: bool, batch: i64, would: &mut WouldChange) -> Result<i64> {
+    let t = d.tables().clone();
     let threshold = gucs::merge_similarity();
     let users: Vec<(String, String)> = d.read(|c| {
-        let table = crate::plans::read(c, USERS_AND_MODELS, &[]).map_err(spi("listing users"))?;
+        let table = crate::plans::read(c, t.sql(USERS_AND_MODELS), &[]).map_err(spi("listing users"))?;
         let mut out = Vec::new();
         for row in table {
             if let (Some(u), Some(m)) =
@@ -280,7 +283,7 @@ fn merge_similar<D: Driver>(d: &mut D, dry_run: bool, batch: i64, would: &mut Wo
             // A dry run cannot come back to a truncated user: nothing changed.
             next = done_to.max(next + 1);
         } else {
-            let merged = d.unit(|c| merge(c, &pairs))?;
+            let merged = d.unit(|c| merge(c, &t, &pairs))?;
             total += merged;
             next = if merged == 0 { done_to.max(next + 1) } else { done_to };
         }
@@ -341,7 +344,7 @@ struct Episode {
 /// Summarises several groups (ids oldest first) in one unit: reads and locks their episodes,
 /// writes one summary per group and retires the episodes as its evidence. Returns how many
 /// episodes became evidence.
-fn summarize_groups(client: &mut SpiClient<'_>, groups: &[&Vec<i64>], custom: &Option<String>) -> Result<i64> {
+fn summarize_groups(client: &mut SpiClient<'_>, t: &TableSet, groups: &[&Vec<i64>], custom: &Option<String>) -> Result<i64> {
     let ids: Vec<i64> = groups.iter().flat_map(|g| g.iter().copied()).collect();
     let mut group_of = std::collections::HashMap::with_capacity(ids.len());
     for (gi, g) in groups.iter().enumerate() {
@@ -351,7 +354,7 @@ fn summarize_groups(client: &mut SpiClient<'_>, groups: &[&Vec<i64>], custom: &O
     }
     let mut episodes: Vec<Vec<Episode>> = (0..groups.len()).map(|_| Vec::new()).collect();
     {
-        let mut table = crate::plans::write(client, SUMMARY_SOURCES, &[ids.into()]).map_err(spi("reading episodes"))?;
+        let mut table = crate::plans::write(client, t.sql(SUMMARY_SOURCES), &[ids.into()]).map_err(spi("reading episodes"))?;
         while table.next().is_some() {
             let e = spi("reading an episode");
             let (Some(id), Some(user), Some(model), Some(content)) = (
@@ -422,7 +425,7 @@ fn summarize_groups(client: &mut SpiClient<'_>, groups: &[&Vec<i64>], custom: &O
     let sizes: Vec<i32> = episodes.iter().map(|g| g.len() as i32).collect();
     crate::plans::write(
         client,
-        INSERT_SUMMARIES,
+        t.sql(INSERT_SUMMARIES),
         &[
             new_ids.clone().into(),
             users.into(),
@@ -443,14 +446,15 @@ fn summarize_groups(client: &mut SpiClient<'_>, groups: &[&Vec<i64>], custom: &O
         }
     }
     let table =
-        crate::plans::write(client, ARCHIVE_EVIDENCE, &[evidence.into(), summary_of.into()]).map_err(spi("keeping the evidence"))?;
+        crate::plans::write(client, t.sql(ARCHIVE_EVIDENCE), &[evidence.into(), summary_of.into()]).map_err(spi("keeping the evidence"))?;
     Ok(table.len() as i64)
 }
 
 fn summarize<D: Driver>(d: &mut D, dry_run: bool, batch: i64, would: &mut WouldChange) -> Result<i64> {
+    let t = d.tables().clone();
     let after = gucs::summarize_after_minutes().min(i32::MAX as i64) as i32;
     let min = gucs::summarize_min_fragments().min(i32::MAX as i64);
-    let groups = d.read(|c| ids_of(c, SUMMARY_GROUPS, &[after.into(), min.into()], "finding old episodes"))?;
+    let groups = d.read(|c| ids_of(c, t.sql(SUMMARY_GROUPS), &[after.into(), min.into()], "finding old episodes"))?;
     if dry_run {
         let mut n = 0;
         for g in &groups {
@@ -476,18 +480,19 @@ fn summarize<D: Driver>(d: &mut D, dry_run: bool, batch: i64, would: &mut WouldC
             end += 1;
         }
         let unit: Vec<&Vec<i64>> = parts[start..end].iter().collect();
-        total += d.unit(|c| summarize_groups(c, &unit, &custom))?;
+        total += d.unit(|c| summarize_groups(c, &t, &unit, &custom))?;
         start = end;
     }
     Ok(total)
 }
 
 fn archive<D: Driver>(d: &mut D, dry_run: bool, batch: i64, would: &WouldChange) -> Result<i64> {
+    let t = d.tables().clone();
     let Some(after) = gucs::archive_after_minutes() else { return Ok(0) };
     let after = after.min(i32::MAX as i64) as i32;
     // One read finds the candidates; batches then archive them by id.
     let ids: Vec<i64> = d.read(|c| {
-        let table = crate::plans::read(c, ARCHIVE_CANDIDATES, &[after.into()]).map_err(spi("finding one-off memories"))?;
+        let table = crate::plans::read(c, t.sql(ARCHIVE_CANDIDATES), &[after.into()]).map_err(spi("finding one-off memories"))?;
         let mut out = Vec::new();
         for row in table {
             if let Some(id) = row.get::<i64>(1).map_err(spi("finding one-off memories"))? {
@@ -503,7 +508,7 @@ fn archive<D: Driver>(d: &mut D, dry_run: bool, batch: i64, would: &WouldChange)
     let mut total = 0;
     for chunk in ids.chunks(batch as usize) {
         total += d.unit(|c| {
-            let table = crate::plans::write(c, ARCHIVE_BATCH, &[chunk.to_vec().into(), after.into(), importance.into()])
+            let table = crate::plans::write(c, t.sql(ARCHIVE_BATCH), &[chunk.to_vec().into(), after.into(), importance.into()])
                 .map_err(spi("archiving memories"))?;
             Ok(first_value::<i64>(table).map_err(spi("archiving memories"))?.unwrap_or(0))
         })?;

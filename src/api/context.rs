@@ -32,11 +32,11 @@ SELECT t.id, t.role, t.content, t.created_at FROM agent_memory.turns t \
    AND ($4::text[] IS NULL OR t.task_id = ANY ($4::text[]) OR ($5 AND t.task_id IS NULL)) \
  ORDER BY t.created_at DESC, t.id DESC LIMIT $3";
 
-const SOURCES: &str = "SELECT m.id, m.source_turn_id FROM agent_memory.memories m WHERE m.id = ANY ($1)";
+const SOURCES: &str = "SELECT m.id, m.source_turn_id FROM agent_memory.memories m WHERE m.user_id = $2 AND m.id = ANY ($1)";
 
 const TOUCH: &str = "\
-WITH locked AS (SELECT id FROM agent_memory.memories WHERE id = ANY ($1) ORDER BY id FOR NO KEY UPDATE) \
-UPDATE agent_memory.memories m SET last_hit_at = now(), hit_count = m.hit_count + 1 FROM locked WHERE m.id = locked.id";
+WITH locked AS (SELECT id FROM agent_memory.memories WHERE user_id = $2 AND id = ANY ($1) ORDER BY id FOR NO KEY UPDATE) \
+UPDATE agent_memory.memories m SET last_hit_at = now(), hit_count = m.hit_count + 1 FROM locked WHERE m.user_id = $2 AND m.id = locked.id";
 
 /// Token counts of texts already seen by this backend, per tokenizer: counted once, not per call.
 const CACHE_LIMIT: usize = 100_000;
@@ -216,7 +216,7 @@ pub fn context(
         let ids: Vec<i64> = recalled.iter().map(|r| r.id).collect();
         let sources: HashMap<i64, Option<i64>> = Spi::connect_mut(|client| -> Result<_> {
             let mut m = HashMap::new();
-            for r in crate::plans::read(client, SOURCES, &[ids.into()]).map_err(spi("reading the memories' sources"))? {
+            for r in crate::plans::read(client, SOURCES, &[ids.into(), user.into()]).map_err(spi("reading the memories' sources"))? {
                 let id: Option<i64> = r.get(1).map_err(spi("reading id"))?;
                 if let Some(id) = id {
                     m.insert(id, r.get(2).map_err(spi("reading source_turn_id"))?);
@@ -274,7 +274,7 @@ pub fn context(
         let ids: Vec<i64> = out.iter().chain(long_term.iter()).filter_map(|r| r.memory_id).collect();
         if !ids.is_empty() {
             Spi::connect_mut(|client| {
-                crate::plans::write(client, TOUCH, &[ids.into()]).map(|_| ()).map_err(spi("refreshing the memories"))
+                crate::plans::write(client, TOUCH, &[ids.into(), user.into()]).map(|_| ()).map_err(spi("refreshing the memories"))
             })?;
         }
     }

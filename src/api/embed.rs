@@ -77,7 +77,8 @@ fn embed_later(model: Option<&str>) -> bool {
 const PENDING: &str = "SELECT m.id, m.user_id, m.embedding_model, m.content FROM agent_memory.memories m \
       WHERE m.emb IS NULL AND m.id > $1 ORDER BY m.id LIMIT $2 FOR NO KEY UPDATE SKIP LOCKED";
 const STORE: &str = "UPDATE agent_memory.memories m SET emb = x.emb \
-      FROM unnest($1::bigint[], $2) AS x(id, emb) WHERE m.id = x.id AND m.emb IS NULL RETURNING 1";
+      FROM unnest($1::bigint[], $2, $3::text[]) AS x(id, emb, user_id) \
+     WHERE m.user_id = x.user_id AND m.id = x.id AND m.emb IS NULL RETURNING 1";
 
 /// What one batch of the worker's embedding pass did.
 pub struct EmbedBatch {
@@ -95,12 +96,12 @@ pub struct EmbedBatch {
 /// the next pass embeds it again, and no row is stored twice. A user being erased is skipped
 /// (the erasure drops the rows), and the user's erasure lock is held shared while the embeddings
 /// go into the cache, so an erasure that follows drops those entries too.
-pub fn embed_pending(client: &mut pgrx::spi::SpiClient<'_>, after: i64, limit: i64) -> Result<EmbedBatch> {
-    let mut by_model: BTreeMap<String, Vec<(i64, String)>> = BTreeMap::new();
+pub fn embed_pending(client: &mut pgrx::spi::SpiClient<'_>, t: &crate::placement::TableSet, after: i64, limit: i64) -> Result<EmbedBatch> {
+    let mut by_model: BTreeMap<String, Vec<(i64, String, String)>> = BTreeMap::new();
     let mut users: BTreeMap<String, Vec<(String, i64, String)>> = BTreeMap::new();
     let mut last_id = None;
     {
-        let mut table = client.update(PENDING, None, &[after.into(), limit.into()]).map_err(spi("reading the memories to embed"))?;
+        let mut table = client.update(t.sql(PENDING), None, &[after.into(), limit.into()]).map_err(spi("reading the memories to embed"))?;
         while table.next().is_some() {
             let id: i64 = table.get(1).map_err(spi("reading id"))?.unwrap_or_default();
             let user: String = table.get(2).map_err(spi("reading user_id"))?.unwrap_or_default();
@@ -113,7 +114,7 @@ pub fn embed_pending(client: &mut pgrx::spi::SpiClient<'_>, after: i64, limit: i
     for (user, rows) in users {
         if crate::locks::try_erasure_shared(client, &user)? {
             for (model, id, content) in rows {
-                by_model.entry(model).or_default().push((id, content));
+                by_model.entry(model).or_default().push((id, content, user.clone()));
             }
         }
     }
@@ -125,8 +126,9 @@ pub fn embed_pending(client: &mut pgrx::spi::SpiClient<'_>, after: i64, limit: i
         match crate::embedder::embed(client, &model, &texts) {
             Ok(vectors) => {
                 let ids: Vec<i64> = rows.iter().map(|r| r.0).collect();
+                let owners: Vec<String> = rows.iter().map(|r| r.2.clone()).collect();
                 let stored = client
-                    .update(STORE, None, &[ids.into(), crate::vector::new_vector_array(&vectors)?])
+                    .update(t.sql(STORE), None, &[ids.into(), crate::vector::new_vector_array(&vectors)?, owners.into()])
                     .map_err(spi("storing the embeddings"))?;
                 embedded += stored.len() as i64;
             }

@@ -40,6 +40,7 @@ use pgrx::prelude::*;
 
 use crate::error::{first_value, spi, OrRaise, Result};
 use crate::gucs;
+use crate::placement::TableSet;
 use crate::runs::{self, step, until_done, Driver, Job, Steps};
 pub use crate::share::OverUser;
 
@@ -71,11 +72,15 @@ SELECT count(*) FROM agent_memory.memories m \
    AND least(m.expires_at, m.valid_until) <= now() AND m.kind <> 'procedural'";
 
 /// Conversation turns older than `agent_memory.turn_retention` leave working memory: deleted, a
-/// batch at a time (facts drawn from them keep their content; their `source_turn_id` becomes
-/// NULL).
+/// batch at a time. Facts drawn from them keep their content; their `source_turn_id` is set to
+/// NULL here, in the same statement (the key to the turn takes no action: a key that sets part
+/// of the user's key cannot be sharded by user). The turns are locked first, so a memory written
+/// meanwhile cannot point to one of them unseen.
 const PURGE_TURNS_BATCH: &str = "\
-WITH c AS (SELECT t.ctid AS t FROM agent_memory.turns t WHERE t.created_at < now() - make_interval(mins => $2) \
+WITH c AS (SELECT t.ctid AS t, t.user_id, t.id FROM agent_memory.turns t WHERE t.created_at < now() - make_interval(mins => $2) \
             ORDER BY t.created_at LIMIT $1 FOR UPDATE SKIP LOCKED), \
+     n AS (UPDATE agent_memory.memories m SET source_turn_id = NULL FROM c \
+            WHERE m.user_id = c.user_id AND m.source_turn_id = c.id), \
      d AS (DELETE FROM agent_memory.turns t USING c WHERE t.ctid = c.t RETURNING 1) \
 SELECT count(*) FROM d";
 const PURGE_TURNS_COUNT: &str = "SELECT count(*) FROM agent_memory.turns t WHERE t.created_at < now() - make_interval(mins => $1)";
@@ -172,7 +177,9 @@ const PURGE_LOCK_USERS: &str = "SELECT array_agg(x.user_id), array_agg(x.embeddi
 /// Retired memories past the regret window, oldest retirement first, of the users and models
 /// locked by PURGE_LOCK_USERS. Evidence of a summary (`summarized`, still pointing to its
 /// summary) stays. A deleted memory that a pack may hold is marked stale here, for the whole
-/// batch at once (the row trigger is told to skip these: `pack_deletes_marked`).
+/// batch at once (the row trigger is told to skip these: `pack_deletes_marked`). The user's
+/// memories that a deleted one superseded point to nothing after, as the key's `ON DELETE SET
+/// NULL` did before 0.10.0: set here, in the same statement.
 const PURGE_BATCH: &str = "\
 WITH c AS (SELECT m.ctid AS t FROM agent_memory.memories m \
             WHERE NOT m.active AND m.retired_at < now() - make_interval(mins => $2) \
@@ -180,6 +187,8 @@ WITH c AS (SELECT m.ctid AS t FROM agent_memory.memories m \
               AND (m.user_id, m.embedding_model) IN (SELECT u, e FROM unnest($3::text[], $4::text[]) AS l(u, e)) \
             ORDER BY m.retired_at LIMIT $1 FOR UPDATE SKIP LOCKED), \
      d AS (DELETE FROM agent_memory.memories m USING c WHERE m.ctid = c.t RETURNING m.user_id, m.embedding_model, m.id), \
+     n AS (UPDATE agent_memory.memories m SET superseded_by = NULL FROM d \
+            WHERE m.user_id = d.user_id AND m.superseded_by = d.id), \
      s AS (INSERT INTO agent_memory.memory_pack_stale (user_id, embedding_model, id) \
            SELECT d.user_id, d.embedding_model, d.id FROM d \
             WHERE EXISTS (SELECT 1 FROM agent_memory.memory_pack_users p \
@@ -255,6 +264,7 @@ pub fn helper_step<D: Driver>(d: &mut D, name: &str) -> Result<i64> {
 }
 
 fn pass<D: Driver>(d: &mut D, dry_run: bool, helper: Option<&mut dyn Helper>) -> Result<Steps> {
+    let t = d.tables().clone();
     let batch = gucs::batch_size();
     // Recall's hits waiting in shared memory count first (api::hits).
     if !dry_run {
@@ -313,7 +323,7 @@ fn pass<D: Driver>(d: &mut D, dry_run: bool, helper: Option<&mut dyn Helper>) ->
         let started = std::time::Instant::now();
         let cap = cap.min(i32::MAX as i64);
         evicted.rows += if dry_run {
-            d.read(|c| tally(c, ARCHIVE_OVER_COUNT, &[cap.into()], "counting archived memories"))?
+            d.read(|c| tally(c, t.sql(ARCHIVE_OVER_COUNT), &[cap.into()], "counting archived memories"))?
         } else {
             archive_over(d, batch, cap)?
         };
@@ -331,25 +341,27 @@ fn pass<D: Driver>(d: &mut D, dry_run: bool, helper: Option<&mut dyn Helper>) ->
 
 /// 1. Expire.
 fn expire<D: Driver>(d: &mut D, dry_run: bool, batch: i64) -> Result<i64> {
+    let t = d.tables().clone();
     if dry_run {
-        d.read(|c| tally(c, EXPIRE_COUNT, &[], "counting expired memories"))
+        d.read(|c| tally(c, t.sql(EXPIRE_COUNT), &[], "counting expired memories"))
     } else {
         until_done(d, batch, |c| {
             let _marked = crate::api::pack::MarkingOwnWrites::start();
-            count(c, EXPIRE_BATCH, &[batch.into()], "expiring memories")
+            count(c, t.sql(EXPIRE_BATCH), &[batch.into()], "expiring memories")
         })
     }
 }
 
 /// 2. Age hit counts, when due.
 fn age_hits<D: Driver>(d: &mut D, dry_run: bool, batch: i64) -> Result<i64> {
+    let t = d.tables().clone();
     let halflife = gucs::hit_halflife_minutes().min(i32::MAX as i64) as i32;
     let due: Option<bool> = d.read(|c| {
         first_value::<bool>(crate::plans::read(c, HALVED_AT, &[halflife.into()]).map_err(spi("reading when hits were halved"))?)
             .map_err(spi("reading when hits were halved"))
     })?;
     if dry_run {
-        return if due == Some(true) { d.read(|c| tally(c, HALVE_COUNT, &[], "counting hit counts")) } else { Ok(0) };
+        return if due == Some(true) { d.read(|c| tally(c, t.sql(HALVE_COUNT), &[], "counting hit counts")) } else { Ok(0) };
     }
     if due == Some(false) {
         return Ok(0);
@@ -367,7 +379,7 @@ fn age_hits<D: Driver>(d: &mut D, dry_run: bool, batch: i64) -> Result<i64> {
     let mut total = 0i64;
     loop {
         let (n, last) = d.unit(|c| {
-            let table = crate::plans::write(c, HALVE_BATCH, &[batch.into(), after.into()]).map_err(spi("halving hit counts"))?;
+            let table = crate::plans::write(c, t.sql(HALVE_BATCH), &[batch.into(), after.into()]).map_err(spi("halving hit counts"))?;
             table.first().get_two::<i64, i64>().map_err(spi("halving hit counts"))
         })?;
         let n = n.unwrap_or(0);
@@ -387,10 +399,11 @@ fn age_hits<D: Driver>(d: &mut D, dry_run: bool, batch: i64) -> Result<i64> {
 /// With a `helper`, the list of users is shared with it: the pass takes users from the front
 /// until the helper, taking them from the back, has the rest.
 fn evict<'h, D: Driver>(d: &mut D, dry_run: bool, batch: i64, helper: Option<&mut (dyn Helper + 'h)>) -> Result<(i64, bool)> {
+    let t = d.tables().clone();
     let Some(cap) = gucs::capacity() else { return Ok((0, true)) };
     if dry_run {
         return d.read(|c| {
-            let table = crate::plans::read(c, OVER_CAPACITY, &[cap.into()]).map_err(spi("finding users above the capacity"))?;
+            let table = crate::plans::read(c, t.sql(OVER_CAPACITY), &[cap.into()]).map_err(spi("finding users above the capacity"))?;
             let mut n = 0i64;
             for row in table {
                 n += row.get::<i64>(2).map_err(spi("reading a user"))?.unwrap_or(0).max(0);
@@ -400,7 +413,7 @@ fn evict<'h, D: Driver>(d: &mut D, dry_run: bool, batch: i64, helper: Option<&mu
     }
     let archive_cap = gucs::archive_capacity().unwrap_or(i64::MAX);
     let (over, archive_may_exceed) = d.read(|c| {
-        let table = crate::plans::read(c, OVER_CAPACITY_MODELS, &[cap.into(), archive_cap.into()])
+        let table = crate::plans::read(c, t.sql(OVER_CAPACITY_MODELS), &[cap.into(), archive_cap.into()])
             .map_err(spi("finding users above the capacity"))?;
         let mut out: Vec<OverUser> = Vec::new();
         let mut archive_may_exceed = false;
@@ -442,6 +455,7 @@ pub fn evict_users<D: Driver>(
     batch: i64,
     mut take: impl FnMut() -> Option<usize>,
 ) -> Result<i64> {
+    let t = d.tables().clone();
     let weights = gucs::retention_weights();
     let mut total = 0;
     // A user taken that did not fit in the last group.
@@ -464,7 +478,7 @@ pub fn evict_users<D: Driver>(
             // The ranking only reads; the batch that retires what it chose is a unit of its
             // own, so the rows are locked only while they change.
             let (ids, tids) = d.read(|_| rank_users(&group, cap, batch, &weights))?;
-            let evicted = if ids.is_empty() { 0 } else { d.unit(|c| retire_rows(c, ids, tids))? };
+            let evicted = if ids.is_empty() { 0 } else { d.unit(|c| retire_rows(c, &t, ids, tids))? };
             total += evicted;
             if !(group.len() == 1 && evicted >= batch) {
                 break;
@@ -475,24 +489,29 @@ pub fn evict_users<D: Driver>(
 
 /// 4. Purge after the regret window; delete turns past their retention.
 fn purge<D: Driver>(d: &mut D, dry_run: bool, batch: i64) -> Result<i64> {
-    let memories = older_than(d, dry_run, batch, gucs::regret_window_minutes(), PURGE_COUNT, "purging retired memories", purge_batch)?;
-    let turns = older_than(d, dry_run, batch, gucs::turn_retention_minutes(), PURGE_TURNS_COUNT, "deleting old turns", |c, b, m| {
-        count(c, PURGE_TURNS_BATCH, &[b.into(), m.into()], "deleting old turns")
-    })?;
+    let t = d.tables().clone();
+    let memories =
+        older_than(d, dry_run, batch, gucs::regret_window_minutes(), t.sql(PURGE_COUNT), "purging retired memories", |c, b, m| {
+            purge_batch(c, &t, b, m)
+        })?;
+    let turns =
+        older_than(d, dry_run, batch, gucs::turn_retention_minutes(), t.sql(PURGE_TURNS_COUNT), "deleting old turns", |c, b, m| {
+            count(c, t.sql(PURGE_TURNS_BATCH), &[b.into(), m.into()], "deleting old turns")
+        })?;
     Ok(memories + turns)
 }
 
 /// One batch of the purge of retired memories: the users' pack locks first, then the deletes,
 /// which mark what a pack may hold.
-fn purge_batch(c: &mut pgrx::spi::SpiClient<'_>, batch: i64, minutes: i32) -> Result<i64> {
+fn purge_batch(c: &mut pgrx::spi::SpiClient<'_>, t: &TableSet, batch: i64, minutes: i32) -> Result<i64> {
     let (users, models): (Option<Vec<String>>, Option<Vec<String>>) =
-        crate::locks::as_owner(c, PURGE_LOCK_USERS, &[batch.into(), minutes.into()])?
+        crate::locks::as_owner(c, t.sql(PURGE_LOCK_USERS), &[batch.into(), minutes.into()])?
             .first()
             .get_two()
             .map_err(spi("locking the packs of the purged users"))?;
     let (Some(users), Some(models)) = (users, models) else { return Ok(0) };
     let _marked = crate::api::pack::MarkingOwnWrites::start();
-    count(c, PURGE_BATCH, &[batch.into(), minutes.into(), users.into(), models.into()], "purging retired memories")
+    count(c, t.sql(PURGE_BATCH), &[batch.into(), minutes.into(), users.into(), models.into()], "purging retired memories")
 }
 
 /// Deletes in batches what is older than `minutes` (`delete_batch`, given the batch size and the
@@ -519,17 +538,18 @@ fn older_than<D: Driver>(
 /// The archives beyond `agent_memory.archive_capacity`, a batch at a time: each batch is found by
 /// a read, then retired by a unit of its own (skipping rows a concurrent write holds).
 fn archive_over<D: Driver>(d: &mut D, batch: i64, cap: i64) -> Result<i64> {
+    let t = d.tables().clone();
     let mut total = 0;
     loop {
         let (ids, tids): (Option<Vec<i64>>, Option<Vec<pg_sys::ItemPointerData>>) = d.read(|c| {
             let e = spi("finding archived memories beyond the archive's capacity");
-            crate::plans::read(c, ARCHIVE_OVER_FIND, &[batch.into(), cap.into()]).map_err(&e)?.first().get_two().map_err(&e)
+            crate::plans::read(c, t.sql(ARCHIVE_OVER_FIND), &[batch.into(), cap.into()]).map_err(&e)?.first().get_two().map_err(&e)
         })?;
         let (ids, tids) = (ids.unwrap_or_default(), tids.unwrap_or_default());
         if ids.is_empty() {
             return Ok(total);
         }
-        let n = d.unit(|c| count(c, ARCHIVE_RETIRE_ROWS, &[ids.into(), tids.into()], "evicting archived memories"))?;
+        let n = d.unit(|c| count(c, t.sql(ARCHIVE_RETIRE_ROWS), &[ids.into(), tids.into()], "evicting archived memories"))?;
         total += n;
         if n < batch {
             return Ok(total);
@@ -590,9 +610,14 @@ pub(crate) fn rank_users(
 
 /// Retires the rows the ranking chose (facts retire, episodes move to the archive), skipping
 /// those a concurrent write holds or has changed since (their position is no longer theirs).
-pub(crate) fn retire_rows(client: &mut pgrx::spi::SpiClient<'_>, ids: Vec<i64>, tids: Vec<pg_sys::ItemPointerData>) -> Result<i64> {
+pub(crate) fn retire_rows(
+    client: &mut pgrx::spi::SpiClient<'_>,
+    t: &TableSet,
+    ids: Vec<i64>,
+    tids: Vec<pg_sys::ItemPointerData>,
+) -> Result<i64> {
     let _marked = crate::api::pack::MarkingOwnWrites::start();
-    count(client, EVICT_ROWS, &[ids.into(), tids.into()], "evicting memories")
+    count(client, t.sql(EVICT_ROWS), &[ids.into(), tids.into()], "evicting memories")
 }
 
 /// Runs forgetting now: expires, ages hit counts when due, evicts above the capacity and purges

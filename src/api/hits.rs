@@ -20,6 +20,7 @@ use pgrx::{register_xact_callback, PgXactCallbackEvent};
 use agent_memory_core::hits::Hit;
 
 use crate::error::{spi, OrRaise, Result};
+use crate::placement::TableSet;
 
 /// Hits folded per statement.
 const FOLD_BATCH: usize = 1000;
@@ -36,19 +37,23 @@ UPDATE agent_memory.memories m \
        hit_count = LEAST(m.hit_count::bigint + h.n, 2147483647)::integer \
   FROM h JOIN locked ON locked.id = h.id WHERE m.id = h.id";
 
-/// Folds `hits` in this transaction; should it roll back, they are put back in shared memory.
-/// Returns how many memories were updated.
-fn apply(client: &mut SpiClient<'_>, hits: Vec<Hit>) -> Result<u64> {
+/// Folds `hits` in this transaction, each into the table of memories it names among `sets`
+/// (the tables this server's passes run on); should it roll back, they are put back in shared
+/// memory. Returns how many memories were updated.
+fn apply(client: &mut SpiClient<'_>, sets: &[TableSet], hits: Vec<Hit>) -> Result<u64> {
     if hits.is_empty() {
         return Ok(0);
     }
     // Hits of a table of memories that was dropped (and perhaps created again) are passed over.
-    let Ok(table) = crate::scan::memories_oid() else {
-        // The extension is gone from this database: so are the memories the hits were of.
-        crate::share::count_folded(0, hits.iter().map(|h| h.count as u64).sum());
-        return Ok(0);
-    };
-    let (hits, gone): (Vec<Hit>, Vec<Hit>) = hits.into_iter().partition(|h| h.relation == table);
+    let mut tables = Vec::with_capacity(sets.len());
+    for set in sets {
+        match set.memories_table() {
+            Ok(oid) => tables.push((oid.to_u32(), set)),
+            // The extension is gone from this database: so are the memories the hits were of.
+            Err(_) => continue,
+        }
+    }
+    let (hits, gone): (Vec<Hit>, Vec<Hit>) = hits.into_iter().partition(|h| tables.iter().any(|(oid, _)| *oid == h.relation));
     let passed_over: u64 = gone.iter().map(|h| h.count as u64).sum();
     // Registered first: an error below rolls the transaction back, and the hits go back.
     let total: u64 = hits.iter().map(|h| h.count as u64).sum();
@@ -56,12 +61,16 @@ fn apply(client: &mut SpiClient<'_>, hits: Vec<Hit>) -> Result<u64> {
     let kept = hits.clone();
     register_xact_callback(PgXactCallbackEvent::Abort, move || crate::share::put_back_hits(&kept));
     let mut updated = 0;
-    for chunk in hits.chunks(FOLD_BATCH) {
-        let ids: Vec<i64> = chunk.iter().map(|h| h.id).collect();
-        let counts: Vec<i64> = chunk.iter().map(|h| h.count as i64).collect();
-        let ats: Vec<i64> = chunk.iter().map(|h| h.at).collect();
-        updated +=
-            crate::plans::write(client, FOLD, &[ids.into(), counts.into(), ats.into()]).map_err(spi("folding recall's hits"))?.len() as u64;
+    for (oid, set) in tables {
+        let mine: Vec<&Hit> = hits.iter().filter(|h| h.relation == oid).collect();
+        for chunk in mine.chunks(FOLD_BATCH) {
+            let ids: Vec<i64> = chunk.iter().map(|h| h.id).collect();
+            let counts: Vec<i64> = chunk.iter().map(|h| h.count as i64).collect();
+            let ats: Vec<i64> = chunk.iter().map(|h| h.at).collect();
+            updated += crate::plans::write(client, set.sql(FOLD), &[ids.into(), counts.into(), ats.into()])
+                .map_err(spi("folding recall's hits"))?
+                .len() as u64;
+        }
     }
     Ok(updated)
 }
@@ -69,7 +78,8 @@ fn apply(client: &mut SpiClient<'_>, hits: Vec<Hit>) -> Result<u64> {
 /// Takes this database's waiting hits out of shared memory and folds them in this transaction;
 /// returns how many memories were updated (0 without the preload or with no hits waiting).
 pub fn fold(client: &mut SpiClient<'_>) -> Result<u64> {
-    apply(client, crate::share::take_hits())
+    let sets = crate::placement::local_table_sets().unwrap_or_default();
+    apply(client, &sets, crate::share::take_hits())
 }
 
 /// Folds this database's waiting recall hits into `last_hit_at` and `hit_count` now, instead of

@@ -2,6 +2,7 @@
 //! arguments, moves data in and out of PostgreSQL, and calls the algorithms in
 //! `agent_memory_core`.
 
+pub mod access;
 pub mod consolidate;
 pub mod context;
 pub mod decay;

@@ -17,6 +17,7 @@ use agent_memory_core::pack::{self as core_pack, PackWriter};
 
 use crate::error::{first_value, spi, MemoryError, OrRaise, Result};
 use crate::gucs;
+use crate::placement::TableSet;
 use crate::recall::packed::kind_code;
 
 /// A pack row must fit in one heap page (8,160 bytes of tuple), with its other columns.
@@ -125,23 +126,24 @@ impl PackRows {
         self.embeddings.payloads.len() + self.words.payloads.len()
     }
 
-    fn write(&mut self, client: &mut SpiClient<'_>, user: &str, model: &str) -> Result<()> {
+    fn write(&mut self, client: &mut SpiClient<'_>, t: &TableSet, user: &str, model: &str) -> Result<()> {
         if self.pending() == 0 {
             return Ok(());
         }
         let [e_packs, e_counts, e_last, e_first] = self.embeddings.take();
         let [w_packs, w_counts, w_last, w_first] = self.words.take();
         let args = [user.into(), model.into(), e_packs, e_counts, e_last, e_first, w_packs, w_counts, w_last, w_first];
-        client.update(INSERT_PACKS, None, &args).map_err(spi("writing the packs"))?;
+        client.update(t.sql(INSERT_PACKS), None, &args).map_err(spi("writing the packs"))?;
         Ok(())
     }
 }
-const CLEAR_MARKS: &str = "DELETE FROM agent_memory.memory_pack_stale WHERE ctid = ANY ($1::tid[])";
+const CLEAR_MARKS: &str =
+    "DELETE FROM agent_memory.memory_pack_stale WHERE user_id = $2 AND embedding_model = $3 AND ctid = ANY ($1::tid[])";
 const CURSOR_BATCH: i64 = 1000;
 
 /// Rebuilds the packs of (user, model); returns the memories packed (0 when the model's
 /// embeddings are too large for a page, and then no pack is kept).
-pub fn build(client: &mut SpiClient<'_>, user: &str, model: &str) -> Result<i64> {
+pub fn build(client: &mut SpiClient<'_>, t: &TableSet, user: &str, model: &str) -> Result<i64> {
     // The rows are read after the lock is held, by a statement with a snapshot of its own: a
     // delete that committed meanwhile is either seen or has marked its row (see the trigger).
     let isolation: Option<String> = first_value(
@@ -160,7 +162,7 @@ pub fn build(client: &mut SpiClient<'_>, user: &str, model: &str) -> Result<i64>
     // The user's erasure lock (shared) first: an erasure waits for this rebuild and then drops
     // what it wrote, and a rebuild that waited for an erasure finds nothing left to pack.
     crate::locks::pack(client, user, model)?;
-    client.update(DROP_PACKS, None, &[user.into(), model.into()]).map_err(spi("dropping the old packs"))?;
+    client.update(t.sql(DROP_PACKS), None, &[user.into(), model.into()]).map_err(spi("dropping the old packs"))?;
     let budget = payload_budget(user, model);
     let mut out = PackRows::default();
     let mut marks: Vec<pg_sys::ItemPointerData> = Vec::new();
@@ -175,7 +177,7 @@ pub fn build(client: &mut SpiClient<'_>, user: &str, model: &str) -> Result<i64>
     let mut scratch = Vec::new();
     let mut last_id = i64::MIN;
     {
-        let mut cursor = client.open_cursor(READ_FOR_PACK, &[user.into(), model.into()]);
+        let mut cursor = client.open_cursor(t.sql(READ_FOR_PACK), &[user.into(), model.into()]);
         loop {
             let mut table = cursor.fetch(CURSOR_BATCH).map_err(spi("reading the memories to pack"))?;
             if table.is_empty() {
@@ -243,7 +245,7 @@ pub fn build(client: &mut SpiClient<'_>, user: &str, model: &str) -> Result<i64>
             }
             // A large user's packs go out as they are made: the memory a rebuild takes stays small.
             if out.pending() >= FLUSH_PACKS {
-                out.write(client, user, model)?;
+                out.write(client, t, user, model)?;
             }
         }
     }
@@ -253,14 +255,14 @@ pub fn build(client: &mut SpiClient<'_>, user: &str, model: &str) -> Result<i64>
     if !words.is_empty() {
         out.words.push(words.len(), words.finish(), last_id);
     }
-    out.write(client, user, model)?;
+    out.write(client, t, user, model)?;
     if packed > 0 {
         client
-            .update(RECORD_PACKS, None, &[user.into(), model.into(), (packed as i32).into(), last_id.into()])
+            .update(t.sql(RECORD_PACKS), None, &[user.into(), model.into(), (packed as i32).into(), last_id.into()])
             .map_err(spi("recording the packs"))?;
     }
     if !marks.is_empty() {
-        client.update(CLEAR_MARKS, None, &[marks.into()]).map_err(spi("clearing the stale marks"))?;
+        client.update(t.sql(CLEAR_MARKS), None, &[marks.into(), user.into(), model.into()]).map_err(spi("clearing the stale marks"))?;
     }
     Ok(packed)
 }
@@ -303,15 +305,16 @@ SELECT (SELECT count(*) FROM p) + (SELECT count(*) FROM s)";
 
 /// Drops the derived rows whose user has none (the worker's pack pass runs this first); returns
 /// how many went.
-pub fn sweep(client: &mut SpiClient<'_>) -> Result<i64> {
-    let n: Option<i64> = crate::error::first_value(crate::plans::write(client, SWEEP, &[]).map_err(spi("sweeping orphaned packs"))?)
+pub fn sweep(client: &mut SpiClient<'_>, t: &TableSet) -> Result<i64> {
+    let n: Option<i64> = crate::error::first_value(crate::plans::write(client, t.sql(SWEEP), &[]).map_err(spi("sweeping orphaned packs"))?)
         .map_err(spi("sweeping orphaned packs"))?;
     Ok(n.unwrap_or(0))
 }
 
 /// The (user, model) pairs the worker should pack now, at most `limit`.
-pub fn due(client: &mut SpiClient<'_>, limit: i64) -> Result<Vec<(String, String)>> {
-    let table = client.select(DUE, None, &[gucs::pack_min_memories().into(), limit.into()]).map_err(spi("finding packs to build"))?;
+pub fn due(client: &mut SpiClient<'_>, t: &TableSet, limit: i64) -> Result<Vec<(String, String)>> {
+    let table =
+        client.select(t.sql(DUE), None, &[gucs::pack_min_memories().into(), limit.into()]).map_err(spi("finding packs to build"))?;
     let mut out = Vec::new();
     for row in table {
         let user: Option<String> = row.get(1).map_err(spi("reading user_id"))?;
@@ -349,7 +352,9 @@ fn pack_user(user_id: Option<&str>, model: Option<&str>) -> Result<i64> {
         };
         let mut total = 0;
         for m in models {
-            total += build(client, user, &m)?;
+            // A call for one user: the tables that hold its rows (on a Citus cluster, the
+            // distributed tables, which route each statement to the user's shard).
+            total += build(client, &TableSet::base(), user, &m)?;
         }
         if let Some(m) = model {
             // A model with no active memory left: its packs go.

@@ -195,7 +195,7 @@ const LOAD_CONTENT: &str = "SELECT m.id, m.version, m.content, m.kind = 'episodi
         AND md5(m.content) IN (SELECT md5(c) FROM unnest($3::text[]) c) AND m.content = ANY ($3::text[]) \
       ORDER BY m.id FOR UPDATE";
 const LOAD_TARGETS: &str = "SELECT id, version, active, user_id = $2, subject, predicate, object, kind = 'episodic', object_key \
-       FROM agent_memory.memories WHERE id = ANY ($1) ORDER BY id FOR UPDATE";
+       FROM agent_memory.memories WHERE user_id = $2 AND id = ANY ($1) ORDER BY id FOR UPDATE";
 const LOAD_KNOWN: &str = "SELECT id, version, emb, kind = 'episodic', object, subject, predicate, object_key, content \
        FROM agent_memory.memories WHERE user_id = $1 AND embedding_model = $2 AND active ORDER BY id";
 const NEXT_IDS: &str = "SELECT nextval(pg_catalog.pg_get_serial_sequence('agent_memory.memories', 'id')) \
@@ -203,7 +203,7 @@ const NEXT_IDS: &str = "SELECT nextval(pg_catalog.pg_get_serial_sequence('agent_
 const RETIRE_MANY: &str = "UPDATE agent_memory.memories m \
         SET active = false, retired_reason = r.reason, retired_at = now(), superseded_by = r.superseded_by \
        FROM unnest($1::bigint[], $2::integer[], $3::text[], $4::bigint[]) AS r(id, version, reason, superseded_by) \
-      WHERE m.id = r.id AND m.version = r.version AND m.active \
+      WHERE m.user_id = $5 AND m.id = r.id AND m.version = r.version AND m.active \
   RETURNING m.id, m.version";
 const REINFORCE_MANY: &str = "UPDATE agent_memory.memories m \
         SET importance = least(1, m.importance + 0.1 * r.n), hit_count = m.hit_count + r.n, last_hit_at = now(), \
@@ -212,7 +212,7 @@ const REINFORCE_MANY: &str = "UPDATE agent_memory.memories m \
                    FROM agent_memory.memory_retention(m.kind, least(1, m.importance + 0.1 * r.n)::real, m.protected) x) END, \
             valid_until = coalesce(r.valid_until::timestamptz, m.valid_until) \
        FROM unnest($1::bigint[], $2::integer[], $3::integer[], $4::text[], $5::text[]) AS r(id, version, n, expires_at, valid_until) \
-      WHERE m.id = r.id AND m.version = r.version AND m.active \
+      WHERE m.user_id = $6 AND m.id = r.id AND m.version = r.version AND m.active \
   RETURNING m.id, m.version";
 const INSERT_MANY: &str = "INSERT INTO agent_memory.memories \
        (id, user_id, kind, subject, predicate, object, content, emb, embedding_model, importance, protected, \
@@ -985,6 +985,7 @@ impl<'a, 'c> Reconciler<'a, 'c> {
                 self.retire.iter().map(|r| r.1).collect::<Vec<i32>>().into(),
                 self.retire.iter().map(|r| Some(r.2.to_string())).collect::<Vec<Option<String>>>().into(),
                 self.retire.iter().map(|r| id_of(r.3)).collect::<Vec<Option<i64>>>().into(),
+                self.user.clone().into(),
             ];
             let table = crate::plans::write(self.client, RETIRE_MANY, &args).map_err(spi("retiring memories"))?;
             for r in table {
@@ -1005,6 +1006,7 @@ impl<'a, 'c> Reconciler<'a, 'c> {
                 items.iter().map(|r| r.2).collect::<Vec<i32>>().into(),
                 items.iter().map(|r| r.3.clone()).collect::<Vec<Option<String>>>().into(),
                 items.iter().map(|r| r.4.clone()).collect::<Vec<Option<String>>>().into(),
+                self.user.clone().into(),
             ];
             let table = crate::plans::write(self.client, REINFORCE_MANY, &args).map_err(spi("reinforcing memories"))?;
             let mut n = 0;

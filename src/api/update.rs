@@ -24,8 +24,11 @@ const UPDATE: &str = "UPDATE agent_memory.memories SET \
         importance = coalesce($6, importance), metadata = coalesce($7, metadata), \
         expires_at = coalesce($8::timestamptz, expires_at), valid_until = coalesce($9::timestamptz, valid_until), \
         protected = coalesce($10, protected) \
-      WHERE id = $1 AND version = $2 AND active RETURNING version";
-const STATE: &str = "SELECT version, active FROM agent_memory.memories WHERE id = $1";
+      WHERE user_id = $11 AND id = $1 AND version = $2 AND active RETURNING version";
+/// The memory's user, found once by its id (the one statement of an update that cannot name
+/// it); every other statement then does.
+const OWNER: &str = "SELECT m.user_id FROM agent_memory.memories m WHERE m.id = $1 LIMIT 1";
+const STATE: &str = "SELECT version, active FROM agent_memory.memories WHERE user_id = $2 AND id = $1";
 
 /// What may change; NULL leaves a column as it is.
 pub struct Changes {
@@ -67,6 +70,12 @@ pub fn update(id: Option<i64>, expected_version: Option<i32>, c: Changes) -> Res
     };
     Spi::connect_mut(|client| {
         crate::version::require_current_schema(client)?;
+        let owner = first_value::<String>(crate::plans::read(client, OWNER, &[id.into()]).map_err(spi("finding the memory"))?)
+            .map_err(spi("finding the memory"))?;
+        let Some(user) = owner else {
+            return Err(MemoryError::new(PgSqlErrorCode::ERRCODE_NO_DATA_FOUND, format!("memory {id} does not exist"))
+                .hint("Pass the id of an existing memory."));
+        };
         let args = [
             id.into(),
             expected.into(),
@@ -78,6 +87,7 @@ pub fn update(id: Option<i64>, expected_version: Option<i32>, c: Changes) -> Res
             c.expires_at.map(|t| t.to_string()).into(),
             c.valid_until.map(|t| t.to_string()).into(),
             c.protected.into(),
+            user.as_str().into(),
         ];
         let updated = first_value::<i32>(crate::plans::write(client, UPDATE, &args).map_err(spi("updating the memory"))?)
             .map_err(spi("updating the memory"))?;
@@ -85,7 +95,7 @@ pub fn update(id: Option<i64>, expected_version: Option<i32>, c: Changes) -> Res
             return Ok(updated);
         }
         // Nothing matched: a stale version (NULL), a retired memory or no memory (errors).
-        let state = crate::plans::read(client, STATE, &[id.into()]).map_err(spi("reading the memory"))?;
+        let state = crate::plans::read(client, STATE, &[id.into(), user.as_str().into()]).map_err(spi("reading the memory"))?;
         let state = if state.is_empty() { None } else { state.first().get_two::<i32, bool>().ok() };
         let (version, active) = match state {
             Some((Some(v), Some(a))) => (v, a),

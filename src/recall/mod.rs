@@ -132,6 +132,7 @@ struct Timeline<'a> {
 /// just before and after each (up to `agent_memory.neighbour_reach` on each side, distance 1
 /// adjacent, in the order they were written), within `agent_memory.neighbour_window` of it.
 fn neighbours(
+    user: &str,
     timeline: &Timeline<'_>,
     hits: &[i64],
     is_candidate: &dyn Fn(&crate::scan::Candidate) -> bool,
@@ -157,7 +158,7 @@ fn neighbours(
             }
         }
         Some(entries) => {
-            let mut fetcher = crate::scan::Fetcher::new()?;
+            let mut fetcher = crate::scan::Fetcher::new(user)?;
             // The created_at of the candidate at an entry, or None when it is no candidate.
             let mut created_at = |i: usize| -> Result<Option<i64>> {
                 let (id, tid) = entries[i];
@@ -318,7 +319,7 @@ pub struct Recalled {
 
 const DETAILS: &str = "\
 SELECT m.id, m.content, m.kind, m.subject, m.predicate, m.object, m.importance, m.created_at \
-  FROM agent_memory.memories m WHERE m.id = ANY ($1)";
+  FROM agent_memory.memories m WHERE m.user_id = $2 AND m.id = ANY ($1)";
 
 /// What a result shows besides its scores (the columns of DETAILS).
 struct Details {
@@ -334,8 +335,8 @@ struct Details {
 /// The details of the memories `ids`, read from their rows at `entries` (id and place, in id
 /// order, as [`packed::rank_packed`] found them): the version this statement sees,
 /// without a query. An id with no visible row there is left out.
-fn details_at(entries: &[(i64, pgrx::pg_sys::ItemPointerData)], ids: &[i64], out: &mut HashMap<i64, Details>) -> Result<()> {
-    let mut fetcher = crate::scan::Fetcher::new()?;
+fn details_at(user: &str, entries: &[(i64, pgrx::pg_sys::ItemPointerData)], ids: &[i64], out: &mut HashMap<i64, Details>) -> Result<()> {
+    let mut fetcher = crate::scan::Fetcher::new(user)?;
     for &id in ids {
         let start = entries.partition_point(|e| e.0 < id);
         for (_, tid) in entries[start..].iter().take_while(|e| e.0 == id) {
@@ -369,9 +370,9 @@ const CHECK_SIZE_AT: usize = 1000;
 /// The touch, returning the same columns as DETAILS: one statement instead of two. The rows are
 /// locked in id order first, so concurrent recalls with overlapping results cannot deadlock.
 const TOUCH_RETURNING: &str = "\
-WITH locked AS (SELECT id FROM agent_memory.memories WHERE id = ANY ($1) ORDER BY id FOR NO KEY UPDATE) \
+WITH locked AS (SELECT id FROM agent_memory.memories WHERE user_id = $2 AND id = ANY ($1) ORDER BY id FOR NO KEY UPDATE) \
 UPDATE agent_memory.memories m SET last_hit_at = now(), hit_count = m.hit_count + 1 \
-  FROM locked WHERE m.id = locked.id \
+  FROM locked WHERE m.user_id = $2 AND m.id = locked.id \
 RETURNING m.id, m.content, m.kind, m.subject, m.predicate, m.object, m.importance, m.created_at";
 
 pub(crate) fn dimension_mismatch(query: usize, model: &str, stored: usize) -> MemoryError {
@@ -570,7 +571,7 @@ struct Scored {
 }
 
 const FEEDBACK_EMBEDDINGS: &str =
-    "SELECT id, emb FROM agent_memory.memories WHERE id = ANY ($1) AND embedding_model = $2 AND emb IS NOT NULL";
+    "SELECT id, emb FROM agent_memory.memories WHERE user_id = $3 AND id = ANY ($1) AND embedding_model = $2 AND emb IS NOT NULL";
 
 /// Recalls the `k` best memories of a user: by the query vector, by the query's words, or both
 /// fused (see the module's documentation).
@@ -606,7 +607,7 @@ pub fn recall(user_id: Option<&str>, query: Option<&VectorDatum>, opts: RecallOp
         return Ok(first);
     }
     let top: Vec<i64> = first.iter().take(hits).map(|r| r.id).collect();
-    let embeddings = embeddings_of(&top, &model)?;
+    let embeddings = embeddings_of(user, &top, &model)?;
     if embeddings.is_empty() {
         // Nothing to move towards: the first ranking is the answer (ranked again only to record
         // its hits).
@@ -616,8 +617,10 @@ pub fn recall(user_id: Option<&str>, query: Option<&VectorDatum>, opts: RecallOp
     let mut second = recall_pass(user_id, query, Some(moved), opts, &mut words)?;
     // The similarity shown is to the caller's query.
     let shown: Vec<i64> = second.iter().filter(|r| r.similarity.is_some()).map(|r| r.id).collect();
-    let exact: HashMap<i64, f64> =
-        embeddings_of(&shown, &model)?.into_iter().map(|(id, e)| (id, agent_memory_core::vecmath::cosine_with_unit(&q, &e))).collect();
+    let exact: HashMap<i64, f64> = embeddings_of(user, &shown, &model)?
+        .into_iter()
+        .map(|(id, e)| (id, agent_memory_core::vecmath::cosine_with_unit(&q, &e)))
+        .collect();
     for r in second.iter_mut() {
         if r.similarity.is_some() {
             r.similarity = exact.get(&r.id).copied();
@@ -627,12 +630,12 @@ pub fn recall(user_id: Option<&str>, query: Option<&VectorDatum>, opts: RecallOp
 }
 
 /// The embeddings (as stored, of `model`) of the memories `ids`, read through SQL.
-fn embeddings_of(ids: &[i64], model: &str) -> Result<Vec<(i64, Vec<f32>)>> {
+fn embeddings_of(user: &str, ids: &[i64], model: &str) -> Result<Vec<(i64, Vec<f32>)>> {
     if ids.is_empty() {
         return Ok(Vec::new());
     }
     Spi::connect_mut(|client| {
-        let mut table = crate::plans::read(client, FEEDBACK_EMBEDDINGS, &[ids.to_vec().into(), model.into()])
+        let mut table = crate::plans::read(client, FEEDBACK_EMBEDDINGS, &[ids.to_vec().into(), model.into(), user.into()])
             .map_err(spi("reading the embeddings of the first ranking"))?;
         let mut out = Vec::with_capacity(ids.len());
         while table.next().is_some() {
@@ -815,7 +818,7 @@ fn recall_pass(
         if !complete {
             complete = true;
             if let Some(versions) = &versions {
-                let mut fetcher = crate::scan::Fetcher::new()?;
+                let mut fetcher = crate::scan::Fetcher::new(user)?;
                 for tid in versions.iter().flatten() {
                     fetcher.fetch_version(*tid, kinds.as_deref(), now, &mut visit)?;
                 }
@@ -893,7 +896,7 @@ fn recall_pass(
                     read_timeline.sort_unstable_by_key(|r| r.0);
                     read_timeline.dedup_by_key(|r| r.0);
                     let timeline = Timeline { read: std::mem::take(&mut read_timeline), entries: packed.as_ref().map(|p| &p.entries[..]) };
-                    let pairs = neighbours(&timeline, &hits, &admits, now, kinds.as_deref())?;
+                    let pairs = neighbours(user, &timeline, &hits, &admits, now, kinds.as_deref())?;
                     agent_memory_core::fusion::share_with_neighbours(&mut fused, &pairs, gucs::neighbour_share(), NEIGHBOUR_SOURCES);
                 }
                 fused.truncate(k);
@@ -911,7 +914,7 @@ fn recall_pass(
                             p.entries[start..].iter().take_while(move |e| e.0 == f.id).copied()
                         })
                         .collect();
-                    similarities.extend(packed::similarities_of(&missing, &q, &model)?);
+                    similarities.extend(packed::similarities_of(user, &missing, &q, &model)?);
                     similarities.sort_unstable_by_key(|p| p.0);
                 }
                 let sim_of = |id: i64| similarities.binary_search_by_key(&id, |p| p.0).ok().map(|i| similarities[i].1 as f64);
@@ -943,15 +946,15 @@ fn recall_pass(
         // (the versions this statement sees); any other call, and any id not found there, asks SQL.
         if !touching {
             if let Some(p) = &packed {
-                details_at(&p.entries, &ids, &mut details)?;
+                details_at(user, &p.entries, &ids, &mut details)?;
             }
         }
         let asked: Vec<i64> = ids.iter().copied().filter(|id| !details.contains_key(id)).collect();
         if !asked.is_empty() {
             let table = if touching {
-                crate::plans::write(client, TOUCH_RETURNING, &[asked.into()])
+                crate::plans::write(client, TOUCH_RETURNING, &[asked.into(), user.into()])
             } else {
-                crate::plans::read(client, DETAILS, &[asked.into()])
+                crate::plans::read(client, DETAILS, &[asked.into(), user.into()])
             };
             let table = table.map_err(spi("reading the recalled memories"))?;
             for row in table {

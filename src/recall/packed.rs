@@ -124,7 +124,7 @@ pub(crate) fn rank_packed(
         kw.scan.reserve(entries.len());
     }
     let stale = crate::scan::stale_ids(user, model)?;
-    let mut fetcher = crate::scan::Fetcher::new()?;
+    let mut fetcher = crate::scan::Fetcher::new(user)?;
     let kind_codes: Option<Vec<u8>> = kinds.map(|ks| ks.iter().map(|k| kind_code(k)).collect());
     // The words packs hold the same memories in the same order, more of them to a pack.
     let mut words = match keyword {
@@ -306,7 +306,7 @@ fn count_words(
     covered.resize(entries.len(), false);
     kw.scan.reserve(entries.len());
     let stale = crate::scan::stale_ids(user, model)?;
-    let mut fetcher = crate::scan::Fetcher::new()?;
+    let mut fetcher = crate::scan::Fetcher::new(user)?;
     let kind_codes: Option<Vec<u8>> = kinds.map(|ks| ks.iter().map(|k| kind_code(k)).collect());
     let mut next = 0usize;
     loop {
@@ -356,12 +356,12 @@ fn count_words(
 
 /// The exact similarity to `q` of the memories at `places` (visible rows: memories counted from
 /// their packs, found in [`Packed::entries`]), by id.
-pub(crate) fn similarities_of(places: &[(i64, pg_sys::ItemPointerData)], q: &[f32], model: &str) -> Result<Vec<(i64, f32)>> {
+pub(crate) fn similarities_of(user: &str, places: &[(i64, pg_sys::ItemPointerData)], q: &[f32], model: &str) -> Result<Vec<(i64, f32)>> {
     let mut out = Vec::with_capacity(places.len());
     if places.is_empty() {
         return Ok(out);
     }
-    let mut fetcher = crate::scan::Fetcher::new()?;
+    let mut fetcher = crate::scan::Fetcher::new(user)?;
     let mut scratch = Vec::new();
     for (_, tid) in places {
         fetcher.fetch(*tid, None, i64::MIN, |c| {

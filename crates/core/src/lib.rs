@@ -21,6 +21,7 @@
 //! * [`consolidate`]: near-duplicate clustering, the extractive summariser, summary embeddings;
 //! * [`scratch`]: a call's large arrays, kept by the backend for the next call;
 //! * [`window`]: time in recall: `since`, `until` and `as_of`.
+//! * [`tables`]: a statement's per-user tables renamed, for a pass over another set of them.
 
 pub mod consolidate;
 pub mod context;
@@ -35,6 +36,7 @@ pub mod policy;
 pub mod rank;
 pub mod reconcile;
 pub mod scratch;
+pub mod tables;
 pub mod text;
 pub mod topk;
 pub mod vecmath;
