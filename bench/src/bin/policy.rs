@@ -97,7 +97,7 @@ fn main() {
     println!("loaded {} memories in {:.1} s", USERS * PER_USER, t.elapsed().as_secs_f64());
 
     let mut w = Client::connect(&params_as("bench_policy_writer", DB), NoTls).unwrap();
-    let recall = w.prepare("SELECT count(*) FROM agent_memory.memory_recall($1, $2::vector, 10)").unwrap();
+    let recall = w.prepare("SELECT count(*) FROM agent_memory.memory_recall($1, $2::vector, 10, model => 'b128')").unwrap();
     let reconcile = w
         .prepare("SELECT action FROM agent_memory.memory_reconcile($1, 'user', 'p' || $3::text, $4, $4, $2::vector, model => 'b128')")
         .unwrap();
