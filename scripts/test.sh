@@ -13,6 +13,10 @@
 #      with pytest in a virtual environment under target/, against the test server
 #   9. a server beside the tests (tests/bystander.sh): started with the library preloaded before
 #      the other tiers, it must keep serving, uncrashed, while they (and scripts/package.sh) install
+#  10. a Citus cluster (tests/citus.sh): Citus 13.2.2 built from ../shared/vendor once, a
+#      coordinator and two workers, and the probes of delegation; on PostgreSQL 16 only (CI's
+#      second run; AGENT_MEMORY_CITUS=any runs it on any version), skipped in one line without
+#      the vendored source
 # Exits non-zero when any tier fails.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -23,7 +27,7 @@ PORT="${AGENT_MEMORY_TEST_PORT:-28836}"
 FAILED=()
 PASSED=()
 # AGENT_MEMORY_TIERS="regress standby" runs only the named tiers (unit_tests, pg_tests, regress,
-# standby, out_of_process, python_package, upgrade, new_cluster, lint, bystander); unset, all of them.
+# standby, out_of_process, python_package, upgrade, new_cluster, lint, bystander, citus); unset, all of them.
 wanted() { [ -z "${AGENT_MEMORY_TIERS:-}" ] || [[ " $AGENT_MEMORY_TIERS " == *" $1 "* ]]; }
 tier() {  # tier NAME COMMAND...: runs one tier and records the outcome
   local name="$1"; shift
@@ -110,6 +114,14 @@ bystander() {
   bash "$ROOT/tests/bystander.sh" check
 }
 
+citus() {
+  if [ "$MAJOR" != 16 ] && [ "${AGENT_MEMORY_CITUS:-}" != any ]; then
+    echo "skipped: the Citus tier runs on PostgreSQL 16 (CI's second run; AGENT_MEMORY_CITUS=any runs it here)"
+    return 0
+  fi
+  AGENT_MEMORY_INSTALLED=1 bash "$ROOT/tests/citus.sh"
+}
+
 out_of_process() {
   AGENT_MEMORY_TEST_HOST="$SOCK" AGENT_MEMORY_TEST_PORT="$PORT" cargo test -p agent_memory_tests --no-fail-fast -- --test-threads=1
 }
@@ -143,6 +155,7 @@ tier "out-of-process tests (tests/)" out_of_process
 tier "Python package (python/, pytest)" python_package
 tier "upgrade from 0.1.0 (ALTER EXTENSION ... UPDATE, psql)" upgrade
 tier "new cluster (the workers' launcher, psql)" new_cluster
+tier "Citus cluster (tests/citus.sh: a coordinator and two workers)" citus
 [ -n "$BYSTANDER" ] && tier "a server beside the tests (tests/bystander.sh, psql)" bystander
 
 say "Summary"
