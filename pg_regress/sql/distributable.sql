@@ -138,6 +138,17 @@ SET LOCAL ROLE dist_app;
 SET LOCAL agent_memory.user_id = 'acme:ann';
 INSERT INTO agent_memory.memories (user_id, content, emb, embedding_model) VALUES ('acme:ann', 'Ann likes blues', '[1,0,0]', 'f3');
 ROLLBACK;
+-- A binding rolled back to a savepoint is gone for the next statement.
+BEGIN;
+SET LOCAL agent_memory.user_id = 'acme:ann';
+SAVEPOINT before_binding;
+SELECT agent_memory.bind_role('dist_app', 'beta:%') IS NOT NULL AS bound;
+SET LOCAL ROLE dist_app;
+SELECT agent_memory.session_user_id(), array_agg(content) FROM agent_memory.memories;
+ROLLBACK TO before_binding;
+SET LOCAL ROLE dist_app;
+SELECT agent_memory.session_user_id(), array_agg(content) FROM agent_memory.memories;
+ROLLBACK;
 -- An unbinding committed by another transaction is seen by the next statement.
 SELECT agent_memory.bind_role('dist_app', 'beta:%');
 SET ROLE dist_app;
