@@ -14,15 +14,13 @@ use pgrx::PgSqlErrorCode;
 
 use crate::error::{MemoryError, Result};
 
-/// The relations that hold one user's memories, and their packs.
+/// The relations that hold one user's memories.
 #[derive(Clone, Copy, Debug)]
 pub struct Placement {
     /// `memories`.
     pub memories: pg_sys::Oid,
     /// `memories_user_model_active`: the user's active memories of a model, in id order.
     pub active_index: pg_sys::Oid,
-    /// The pack tables, when the schema has them.
-    pub packs: Option<Packs>,
 }
 
 /// `memory_packs` with its primary key, and `memory_pack_stale` with its index.
@@ -62,21 +60,27 @@ fn required(namespace: pg_sys::Oid, name: &CStr, what: &str) -> Result<pg_sys::O
     }
 }
 
-/// The relations that hold `user`'s rows on this server. On one server every user's rows are
-/// in the extension's tables.
+/// The relations that hold `user`'s memories on this server. On one server every user's rows
+/// are in the extension's tables.
 pub fn of_user(_user: &str) -> Result<Placement> {
     let namespace = namespace()?;
-    let packs = [c"memory_packs", c"memory_packs_pkey", c"memory_pack_stale", c"memory_pack_stale_user"].map(|n| relation(namespace, n));
     Ok(Placement {
         memories: required(namespace, c"memories", "table memories")?,
         active_index: required(namespace, c"memories_user_model_active", "index memories_user_model_active")?,
-        packs: (!packs.contains(&pg_sys::Oid::INVALID)).then_some(Packs {
-            packs: packs[0],
-            packs_pkey: packs[1],
-            stale: packs[2],
-            stale_index: packs[3],
-        }),
     })
+}
+
+/// The pack tables that hold `user`'s packs on this server, when the schema has them (looked up
+/// only by the calls that read packs: the row scans need not pay for it).
+pub fn packs_of_user(_user: &str) -> Result<Option<Packs>> {
+    let namespace = namespace()?;
+    let oids = [c"memory_packs", c"memory_packs_pkey", c"memory_pack_stale", c"memory_pack_stale_user"].map(|n| relation(namespace, n));
+    Ok((!oids.contains(&pg_sys::Oid::INVALID)).then_some(Packs {
+        packs: oids[0],
+        packs_pkey: oids[1],
+        stale: oids[2],
+        stale_index: oids[3],
+    }))
 }
 
 /// The table whose memories recall's hits name (`api::hits` folds them into its rows).

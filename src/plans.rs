@@ -18,7 +18,8 @@ use pgrx::datum::DatumWithOid;
 use pgrx::spi::{OwnedPreparedStatement, SpiClient, SpiResult, SpiTupleTable};
 use pgrx::PgOid;
 
-type Key = (usize, Vec<u32>);
+/// A statement's text (its address), whether its plan takes a fresh snapshot, and its argument types.
+type Key = (usize, bool, Vec<u32>);
 
 thread_local! {
     static PLANS: RefCell<HashMap<Key, OwnedPreparedStatement>> = RefCell::new(HashMap::new());
@@ -30,7 +31,7 @@ fn execute<'c>(
     args: &[DatumWithOid<'_>],
     fresh_snapshot: bool,
 ) -> SpiResult<SpiTupleTable<'c>> {
-    let key: Key = (sql.as_ptr() as usize, args.iter().map(|a| a.oid().to_u32()).collect());
+    let key: Key = (sql.as_ptr() as usize, fresh_snapshot, args.iter().map(|a| a.oid().to_u32()).collect());
     // Take the plan out while it runs, so a nested call (a trigger) cannot see it borrowed.
     let plan = PLANS.with(|p| p.borrow_mut().remove(&key));
     let plan = match plan {

@@ -1215,11 +1215,6 @@ impl Drop for Fetcher {
     }
 }
 
-/// The pack tables that hold `user`'s packs, when this schema has them.
-fn pack_relations(user: &str) -> Result<Option<(pg_sys::Oid, pg_sys::Oid, pg_sys::Oid, pg_sys::Oid)>> {
-    Ok(crate::placement::of_user(user)?.packs.map(|p| (p.packs, p.packs_pkey, p.stale, p.stale_index)))
-}
-
 /// The packs of one user, model and part (`embeddings` or `words`), in pack order.
 ///
 /// The cursor reads one pack ahead: the pack handed out stays pinned in one slot while the next
@@ -1266,7 +1261,7 @@ impl Ahead {
 impl PackCursor {
     /// A cursor over the packs of (user, model, part); `None` when the schema has no packs.
     pub fn open(user: &str, model: &str, part: &str) -> Result<Option<PackCursor>> {
-        let Some((packs, packs_pkey, _, _)) = pack_relations(user)? else {
+        let Some(crate::placement::Packs { packs, packs_pkey, .. }) = crate::placement::packs_of_user(user)? else {
             return Ok(None);
         };
         let payload = attnum(packs, c"payload")?;
@@ -1330,7 +1325,7 @@ impl PackCursor {
 
 /// The ids of (user, model) whose packed copy may be out of date (`memory_pack_stale`).
 pub fn stale_ids(user: &str, model: &str) -> Result<Vec<i64>> {
-    let Some((_, _, stale, stale_index)) = pack_relations(user)? else {
+    let Some(crate::placement::Packs { stale, stale_index, .. }) = crate::placement::packs_of_user(user)? else {
         return Ok(Vec::new());
     };
     let id = attnum(stale, c"id")?;

@@ -397,13 +397,7 @@ fn run_job(job: Job, role: &str) {
         Job::Forget => "agent_memory: forgetting pass",
         Job::Consolidate => "agent_memory: consolidation pass",
     }));
-    let sets = match in_transaction_as(role, |_| crate::placement::local_table_sets()) {
-        Ok(sets) => sets,
-        Err(e) => {
-            warning!("agent_memory: {} pass could not run: {}", job.name(), e.message);
-            return;
-        }
-    };
+    let Some(sets) = table_sets(role, &format!("{} pass could not run", job.name())) else { return };
     let mut d = WorkerDriver { role: role.to_string(), tables: TableSet::base(), first: true, longest: Duration::ZERO };
     // One run, over each set of tables of this server in turn.
     let pass = |d: &mut WorkerDriver, run_id: i64| -> crate::error::Result<runs::Steps> {
@@ -650,13 +644,7 @@ const PACKS_PER_PASS: i64 = 500;
 /// transaction of its own.
 fn run_pack_pass(role: &str) {
     let started = Instant::now();
-    let sets = match in_transaction_as(role, |_| crate::placement::local_table_sets()) {
-        Ok(sets) => sets,
-        Err(e) => {
-            warning!("agent_memory: pack pass could not run: {}", e.message);
-            return;
-        }
-    };
+    let Some(sets) = table_sets(role, "pack pass could not run") else { return };
     for set in &sets {
         match in_transaction_as(role, |c| crate::api::pack::sweep(c, set)) {
             Ok(0) => {}
@@ -700,6 +688,18 @@ fn run_pack_pass(role: &str) {
     }
 }
 
+/// The sets of tables this server's passes run on (`placement::local_table_sets`); `None`,
+/// with a warning that starts with `failed`, when they cannot be read.
+fn table_sets(role: &str, failed: &str) -> Option<Vec<TableSet>> {
+    match in_transaction_as(role, |_| crate::placement::local_table_sets()) {
+        Ok(sets) => Some(sets),
+        Err(e) => {
+            warning!("agent_memory: {failed}: {}", e.message);
+            None
+        }
+    }
+}
+
 /// The longest one embedding pass runs before the other jobs get their turn.
 const EMBED_PASS_LIMIT: Duration = Duration::from_secs(10);
 
@@ -709,13 +709,7 @@ const EMBED_PASS_LIMIT: Duration = Duration::from_secs(10);
 /// passed over (they stay found by keyword recall) until a later pass.
 fn run_embed_pass(role: &str) {
     let started = Instant::now();
-    let sets = match in_transaction_as(role, |_| crate::placement::local_table_sets()) {
-        Ok(sets) => sets,
-        Err(e) => {
-            warning!("agent_memory: embedding memories failed: {}", e.message);
-            return;
-        }
-    };
+    let Some(sets) = table_sets(role, "embedding memories failed") else { return };
     let mut total = 0i64;
     let mut said: Vec<String> = Vec::new();
     for set in &sets {
