@@ -119,7 +119,7 @@ citus() {
     echo "skipped: the Citus tier runs on PostgreSQL 16 (CI's second run; AGENT_MEMORY_CITUS=any runs it here)"
     return 0
   fi
-  AGENT_MEMORY_INSTALLED=1 bash "$ROOT/tests/citus.sh"
+  AGENT_MEMORY_INSTALLED=1 AGENT_MEMORY_TEST_HOST="$SOCK" AGENT_MEMORY_TEST_PORT="$PORT" bash "$ROOT/tests/citus.sh"
 }
 
 out_of_process() {

@@ -22,10 +22,12 @@ CREATE TRIGGER memories_pack_stale_delete AFTER DELETE ON agent_memory.memories
 -- A packed copy no longer holds when the embedding, model, id or user changes, or the importance
 -- rises (the similarity bound assumes at most the packed importance); nor, for the keyword facts
 -- packed beside it, when the text, kind, archiving or end of validity changes. Skipped while
--- forgetting's expiry and eviction mark their own batch in the same statement.
+-- forgetting's expiry and eviction mark their own batch in the same statement. (The embeddings
+-- are compared with <>, whose schema the condition's text names, not IS DISTINCT FROM, whose
+-- does not: Citus makes the trigger on each shard from that text, with no search path.)
 CREATE TRIGGER memories_pack_stale_update AFTER UPDATE ON agent_memory.memories
     FOR EACH ROW
-    WHEN ((NEW.emb IS DISTINCT FROM OLD.emb
+    WHEN ((NEW.emb <> OLD.emb OR (NEW.emb IS NULL) <> (OLD.emb IS NULL)
            OR NEW.importance > OLD.importance
            OR NEW.embedding_model IS DISTINCT FROM OLD.embedding_model
            OR NEW.id IS DISTINCT FROM OLD.id
@@ -98,6 +100,46 @@ BEGIN
 END
 $do$;
 
+/* On the coordinator of a Citus cluster (after agent_memory.distribute()), makes a call of the
+   access model (grant_access, revoke_access, bind_role, unbind_role) on every worker too, where
+   the role bindings, the bookkeeping tables and the functions the calls use inside are the
+   node's own; elsewhere does nothing. Each worker makes it as this runs, not at the caller's
+   commit, as the caller, and only there (Citus's propagation of DDL off: the coordinator's
+   grants reach the distributed tables' shards by Citus). */
+CREATE FUNCTION agent_memory.on_workers(call text) RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $body$
+DECLARE
+    cluster boolean := false;
+    r record;
+BEGIN
+    IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NULL THEN
+        RETURN;
+    END IF;
+    EXECUTE $q$SELECT EXISTS (SELECT FROM pg_catalog.pg_dist_partition p
+                               WHERE p.logicalrelid = 'agent_memory.memories'::pg_catalog.regclass)
+                   AND (SELECT g.groupid FROM pg_catalog.pg_dist_local_group g) = 0$q$ INTO cluster;
+    IF NOT cluster THEN
+        RETURN;
+    END IF;
+    FOR r IN EXECUTE 'SELECT nodename, nodeport, success, result FROM pg_catalog.run_command_on_workers($1)'
+        USING pg_catalog.format($c$DO $w$ BEGIN
+                                     PERFORM pg_catalog.set_config('citus.enable_ddl_propagation', 'off', true);
+                                     PERFORM pg_catalog.set_config('lock_timeout', '10s', true);
+                                     PERFORM %s;
+                                 END $w$$c$, call)
+    LOOP
+        IF NOT r.success THEN
+            RAISE EXCEPTION 'making % on worker %:% failed: %', call, r.nodename, r.nodeport, r.result
+                USING ERRCODE = 'object_not_in_prerequisite_state',
+                      HINT = 'A role created (or changed) in the same transaction is not on the workers until it commits: commit it first. Each of these calls may be made again.';
+        END IF;
+    END LOOP;
+END
+$body$;
+REVOKE ALL ON FUNCTION agent_memory.on_workers(text) FROM PUBLIC;
+
 /* Binds a role to the users matching a pattern (LIKE: 'acme:%' for every id that starts with
    acme:). Once bound, the role and its members may name only users matching one of its patterns. */
 CREATE FUNCTION agent_memory.bind_role(role regrole, user_pattern text) RETURNS text
@@ -112,6 +154,9 @@ BEGIN
     INSERT INTO agent_memory.role_users (role_name, user_pattern)
     VALUES ((SELECT r.rolname FROM pg_catalog.pg_roles r WHERE r.oid = role), user_pattern)
     ON CONFLICT ON CONSTRAINT role_users_pkey DO NOTHING;
+    -- On the coordinator of a Citus cluster (agent_memory.distribute()), every worker keeps the
+    -- same bindings: the policies of its shards read its own.
+    PERFORM agent_memory.on_workers(pg_catalog.format('agent_memory.bind_role(%L, %L)', role, user_pattern));
     RETURN format('%s may now name only users like %L (and those of its other patterns)', role, user_pattern);
 END
 $body$;
@@ -119,15 +164,21 @@ COMMENT ON FUNCTION agent_memory.bind_role(regrole, text) IS
     'Binds a role to the users matching a LIKE pattern: it and its members may then name only users matching one of its patterns.';
 
 CREATE FUNCTION agent_memory.unbind_role(role regrole, user_pattern text DEFAULT NULL) RETURNS bigint
-LANGUAGE sql VOLATILE
+LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
-AS $$
+AS $body$
+DECLARE
+    n bigint;
+BEGIN
     WITH d AS (DELETE FROM agent_memory.role_users b
                 WHERE b.role_name = (SELECT r.rolname FROM pg_catalog.pg_roles r WHERE r.oid = unbind_role.role)
                   AND (unbind_role.user_pattern IS NULL OR b.user_pattern = unbind_role.user_pattern)
                RETURNING 1)
-    SELECT count(*) FROM d
-$$;
+    SELECT count(*) INTO n FROM d;
+    PERFORM agent_memory.on_workers(pg_catalog.format('agent_memory.unbind_role(%L, %L)', role, user_pattern));
+    RETURN n;
+END
+$body$;
 COMMENT ON FUNCTION agent_memory.unbind_role(regrole, text) IS
     'Removes a role''s binding to a pattern (every binding of the role when no pattern is given); returns how many went. A role bound to nothing may name any user.';
 
@@ -142,6 +193,10 @@ AS $$
         OR pg_catalog.pg_has_role('agent_memory_worker', 'MEMBER')
 $$;
 GRANT EXECUTE ON FUNCTION agent_memory.sees_every_user() TO PUBLIC;
+
+-- Admins spread the users over a Citus cluster (sql/distribute.sql), and their changes of the
+-- role bindings and grants reach its workers (as the admin: on_workers runs with their rights).
+GRANT EXECUTE ON FUNCTION agent_memory.distribute(), agent_memory.on_workers(text) TO agent_memory_admin;
 
 -- The workers' passes: the functions the write trigger calls.
 GRANT EXECUTE ON FUNCTION agent_memory.memory_importance(text, text), agent_memory.memory_retention(text, real, boolean)
@@ -164,8 +219,17 @@ BEGIN
         RAISE EXCEPTION 'unknown access level "%"', level USING ERRCODE = 'invalid_parameter_value',
             HINT = 'Use one of reader, writer, admin.';
     END IF;
+    -- On a Citus cluster, on every worker first (each commits there as it runs), then here: the
+    -- grants made here reach the workers' copies of the distributed tables and functions through
+    -- Citus, in this transaction, and would hold what the workers' own call needs.
+    PERFORM agent_memory.on_workers(pg_catalog.format('agent_memory.grant_access(%L, %L)', role, level));
     SELECT pg_catalog.quote_ident(n.nspname) INTO vs FROM pg_catalog.pg_extension e
       JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'vector';
+    -- On a Citus cluster, the grants on the distributed tables and the copies of the registries
+    -- go over one connection per node (Citus refuses them in parallel beside the registries).
+    IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL THEN
+        PERFORM pg_catalog.set_config('citus.multi_shard_modify_mode', 'sequential', true);
+    END IF;
     EXECUTE format('GRANT USAGE ON SCHEMA agent_memory TO %s', role);
     -- pgvector's types and functions; most installations already let everyone use its schema.
     IF NOT pg_catalog.has_schema_privilege(role, vs, 'USAGE') THEN
@@ -225,6 +289,10 @@ DECLARE
 BEGIN
     IF role IS NULL THEN
         RAISE EXCEPTION 'role must not be NULL' USING ERRCODE = 'null_value_not_allowed', HINT = 'Pass the role to revoke.';
+    END IF;
+    PERFORM agent_memory.on_workers(pg_catalog.format('agent_memory.revoke_access(%L)', role));
+    IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL THEN
+        PERFORM pg_catalog.set_config('citus.multi_shard_modify_mode', 'sequential', true);
     END IF;
     EXECUTE format('REVOKE ALL ON ALL TABLES IN SCHEMA agent_memory FROM %s', role);
     EXECUTE format('REVOKE ALL ON ALL SEQUENCES IN SCHEMA agent_memory FROM %s', role);

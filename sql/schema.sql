@@ -570,7 +570,7 @@ CREATE TRIGGER memories_before_insert BEFORE INSERT ON agent_memory.memories
 -- that increments the version itself (forgetting and consolidation do) skip it.
 CREATE TRIGGER memories_before_update BEFORE UPDATE ON agent_memory.memories
     FOR EACH ROW
-    WHEN (NEW.emb IS DISTINCT FROM OLD.emb
+    WHEN (NEW.emb <> OLD.emb OR (NEW.emb IS NULL) <> (OLD.emb IS NULL)
           OR NEW.embedding_model IS DISTINCT FROM OLD.embedding_model
           OR (NEW.protected AND NEW.expires_at IS NOT NULL)
           OR (OLD.archived_at IS NOT NULL AND NEW.archived_at IS NOT DISTINCT FROM OLD.archived_at AND NEW.active)
@@ -712,18 +712,26 @@ REVOKE ALL ON agent_memory.embedding_cache FROM PUBLIC;
 -- every model, go (entries of the user's questions were never tied to the user: they hold neither
 -- the text nor the user).
 CREATE FUNCTION agent_memory.uncache_user(user_id text) RETURNS bigint
-LANGUAGE sql VOLATILE STRICT SECURITY DEFINER
+LANGUAGE plpgsql VOLATILE STRICT SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
-AS $$
-    WITH k AS (SELECT s.receipt_key AS key FROM agent_memory.lock_salt s),
-         texts AS (SELECT m.content AS t FROM agent_memory.memories m WHERE m.user_id = uncache_user.user_id
-                   UNION
-                   SELECT t.content FROM agent_memory.turns t WHERE t.user_id = uncache_user.user_id),
-         d AS (DELETE FROM agent_memory.embedding_cache c USING texts, k
-                WHERE c.text_hash = pg_catalog.sha256(k.key || pg_catalog.convert_to(texts.t, 'UTF8'))
-               RETURNING 1)
-    SELECT count(*) FROM d
-$$;
+AS $body$
+DECLARE
+    key bytea;
+    hashes bytea[];
+    n bigint;
+BEGIN
+    -- (PL/pgSQL, one table at a time: on a Citus cluster the user's rows are read through Citus,
+    -- which plans neither a SQL function's parameter nor a node's own table beside them.)
+    SELECT s.receipt_key INTO key FROM agent_memory.lock_salt s;
+    SELECT pg_catalog.array_agg(pg_catalog.sha256(key || pg_catalog.convert_to(texts.t, 'UTF8'))) INTO hashes
+      FROM (SELECT m.content AS t FROM agent_memory.memories m WHERE m.user_id = uncache_user.user_id
+            UNION
+            SELECT t.content FROM agent_memory.turns t WHERE t.user_id = uncache_user.user_id) texts;
+    DELETE FROM agent_memory.embedding_cache c WHERE c.text_hash = ANY (hashes);
+    GET DIAGNOSTICS n = ROW_COUNT;
+    RETURN n;
+END
+$body$;
 REVOKE ALL ON FUNCTION agent_memory.uncache_user(text) FROM PUBLIC;
 COMMENT ON FUNCTION agent_memory.uncache_user(text) IS 'Drops the embedding cache''s entries of a user''s memories and turns (memory_erase calls it).';
 
@@ -808,6 +816,7 @@ DECLARE
     n_turns    bigint;
     n_tasks    bigint;
     declared   text[];
+    shared     boolean := false;
 BEGIN
     IF user_id IS NULL OR btrim(user_id) = '' THEN
         RAISE EXCEPTION 'user_id must not be NULL or empty'
@@ -827,10 +836,16 @@ BEGIN
     DELETE FROM agent_memory.memory_pack_users p WHERE p.user_id = memory_erase.user_id;
     DELETE FROM agent_memory.memory_pack_stale s WHERE s.user_id = memory_erase.user_id;
     -- The predicates the user declared go with the user when no one else declared them, no
-    -- remaining memory uses them and none is their alias.
+    -- remaining memory uses them and none is their alias. On a Citus cluster (distribute()) the
+    -- predicates are a table every node has a copy of, which the node that holds the user may
+    -- not write from inside the call: they stay there (names, never a memory's content).
     WITH d AS (DELETE FROM agent_memory.predicate_declarations x WHERE x.user_id = memory_erase.user_id RETURNING x.predicate)
     SELECT pg_catalog.array_agg(d.predicate) INTO declared FROM d;
-    IF declared IS NOT NULL THEN
+    IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL THEN
+        EXECUTE $q$SELECT EXISTS (SELECT FROM pg_catalog.pg_dist_partition p
+                                   WHERE p.logicalrelid = 'agent_memory.predicates'::pg_catalog.regclass)$q$ INTO shared;
+    END IF;
+    IF declared IS NOT NULL AND NOT shared THEN
         DELETE FROM agent_memory.predicates p
          WHERE p.predicate = ANY (declared) AND NOT p.seeded
            AND NOT EXISTS (SELECT 1 FROM agent_memory.predicate_declarations x WHERE x.predicate = p.predicate)

@@ -17,6 +17,8 @@
 //! * [`worker`]: the background workers that run them on a schedule, rebuild packs and embed
 //!   the memories written without an embedding;
 //! * [`share`]: what a worker's forgetting pass shares with its helper, in shared memory;
+//! * [`placement`]: which relations hold a user's rows here (the extension's tables, or a Citus
+//!   node's shards); [`delegation`]: the calls Citus delegates, guarded before Citus plans them;
 //! * [`version`]: the installed schema's version against the library's (upgrades).
 //!
 //! The algorithms (decay, scoring, top-k, vector math) live in the `agent_memory_core` crate,
@@ -26,6 +28,7 @@ use pgrx::prelude::*;
 
 pub mod api;
 pub mod catalog;
+pub mod delegation;
 pub mod embedder;
 pub mod error;
 pub mod gucs;
@@ -45,6 +48,7 @@ pub mod worker;
 ::pgrx::pg_module_magic!(name, version);
 
 extension_sql_file!("../sql/schema.sql", name = "schema", bootstrap);
+extension_sql_file!("../sql/distribute.sql", name = "distribute", requires = ["schema"]);
 extension_sql_file!("../sql/access.sql", name = "access", finalize);
 
 #[allow(non_snake_case)]
@@ -56,6 +60,8 @@ pub extern "C-unwind" fn _PG_init() {
     // before any backtrace is captured (the setting is read once).
     std::env::set_var("RUST_LIB_BACKTRACE", "0");
     gucs::init();
+    placement::init();
+    delegation::init();
     worker::register();
 }
 

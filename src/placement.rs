@@ -2,17 +2,29 @@
 //!
 //! Recall's direct scans (`scan`), its packs and the hits it records read the relations this
 //! module returns, never the tables looked up by name themselves. On one server they are the
-//! extension's tables. Sharded by user (Citus, scale-out step 2), a node holds each user's rows
-//! in shards of their own beside an empty distributed table: this is the one place that will
-//! tell the two apart, so that nothing else needs to know.
+//! extension's tables. On a node of a Citus cluster where `agent_memory.distribute()` has run,
+//! the extension's per-user tables are empty shells and each user's rows are in the shards of
+//! the node that holds the user: this module finds them (in `pg_dist_shard` and
+//! `pg_dist_placement`, never by "a relation of that name exists": a shard moved away leaves its
+//! relation behind until Citus drops it), and refuses a call whose user this node does not hold
+//! (0F000), so that a call Citus did not delegate never answers from an empty shell. It is the
+//! one place that tells a Citus node from one server; [`crate::delegation`] asks it which calls
+//! Citus delegates.
+//!
+//! What it found is kept per backend and forgotten when PostgreSQL invalidates the relation
+//! cache of the extension's tables of memories or packs, or of Citus's `pg_dist_object`: Citus
+//! does so whenever it distributes a table, moves or drops a shard, or distributes a function.
 #![allow(unsafe_code)]
 
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
 use std::ffi::CStr;
 
 use pgrx::pg_sys;
+use pgrx::spi::Spi;
 use pgrx::PgSqlErrorCode;
 
-use crate::error::{MemoryError, Result};
+use crate::error::{spi, MemoryError, Result};
 
 /// The relations that hold one user's memories.
 #[derive(Clone, Copy, Debug)]
@@ -60,9 +72,13 @@ fn required(namespace: pg_sys::Oid, name: &CStr, what: &str) -> Result<pg_sys::O
     }
 }
 
-/// The relations that hold `user`'s memories on this server. On one server every user's rows
-/// are in the extension's tables.
-pub fn of_user(_user: &str) -> Result<Placement> {
+/// The relations that hold `user`'s memories on this server: the extension's tables on one
+/// server, the user's shards on a Citus node that holds the user; an error (0F000) on a Citus
+/// node that does not.
+pub fn of_user(user: &str) -> Result<Placement> {
+    if let Some(shards) = shards_of_user(user)? {
+        return Ok(shards.placement);
+    }
     let namespace = namespace()?;
     Ok(Placement {
         memories: required(namespace, c"memories", "table memories")?,
@@ -72,7 +88,10 @@ pub fn of_user(_user: &str) -> Result<Placement> {
 
 /// The pack tables that hold `user`'s packs on this server, when the schema has them (looked up
 /// only by the calls that read packs: the row scans need not pay for it).
-pub fn packs_of_user(_user: &str) -> Result<Option<Packs>> {
+pub fn packs_of_user(user: &str) -> Result<Option<Packs>> {
+    if let Some(shards) = shards_of_user(user)? {
+        return Ok(Some(shards.packs));
+    }
     let namespace = namespace()?;
     let oids = [c"memory_packs", c"memory_packs_pkey", c"memory_pack_stale", c"memory_pack_stale_user"].map(|n| relation(namespace, n));
     Ok((!oids.contains(&pg_sys::Oid::INVALID)).then_some(Packs {
@@ -81,6 +100,257 @@ pub fn packs_of_user(_user: &str) -> Result<Option<Packs>> {
         stale: oids[2],
         stale_index: oids[3],
     }))
+}
+
+/// Whether this node's per-user tables are distributed by Citus (`agent_memory.distribute()`
+/// has run in this database).
+pub fn distributed() -> Result<bool> {
+    ensure()
+}
+
+/// Fails (0F000) unless this node holds `user`'s rows: on one server it always does. The calls
+/// that write through SQL check it first, so that a call Citus did not delegate neither takes
+/// the user's locks on the wrong node nor fans its statements out from there.
+pub fn require_local(user: &str) -> Result<()> {
+    shards_of_user(user).map(|_| ())
+}
+
+/// The per-user tables that hold `user`'s rows here: the extension's on one server, the user's
+/// shards on a Citus node (an error, 0F000, on a node that does not hold the user).
+pub fn tables_of_user(user: &str) -> Result<TableSet> {
+    Ok(shards_of_user(user)?.map(|s| s.tables).unwrap_or_default())
+}
+
+/// `sql`, a statement of a call of `user`'s over the extension's tables, over the tables that
+/// hold `user`'s rows here: unchanged on one server; on a Citus node, over the user's shards,
+/// which PostgreSQL plans as it plans the extension's tables on one server.
+pub fn sql_for(user: &str, sql: &'static str) -> Result<&'static str> {
+    Ok(tables_of_user(user)?.sql(sql))
+}
+
+/// The argument Citus delegates a call of `function` by (its position among the arguments),
+/// when `function` is one of agent_memory's and `distribute()` has distributed it.
+pub fn delegated_argument(function: pg_sys::Oid) -> Result<Option<usize>> {
+    if !ensure()? {
+        return Ok(None);
+    }
+    if let Some(known) = STATE.with_borrow(|s| s.as_ref().and_then(|s| s.functions.as_ref().map(|f| f.get(&function).copied()))) {
+        return Ok(known);
+    }
+    let functions = Spi::connect(|client| {
+        let rows = client
+            .select(
+                "SELECT o.objid, o.distribution_argument_index
+                   FROM pg_catalog.pg_dist_object o
+                   JOIN pg_catalog.pg_proc p ON p.oid OPERATOR(pg_catalog.=) o.objid
+                  WHERE o.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass
+                    AND o.distribution_argument_index IS NOT NULL
+                    AND p.pronamespace OPERATOR(pg_catalog.=) 'agent_memory'::pg_catalog.regnamespace",
+                None,
+                &[],
+            )
+            .map_err(spi("reading agent_memory's distributed functions"))?;
+        let mut out = HashMap::new();
+        for row in rows {
+            let oid = row.get::<pg_sys::Oid>(1).map_err(spi("reading a distributed function"))?;
+            let index = row.get::<i32>(2).map_err(spi("reading a distributed function"))?;
+            if let (Some(oid), Some(index)) = (oid, index) {
+                out.insert(oid, index as usize);
+            }
+        }
+        Ok::<_, MemoryError>(out)
+    })?;
+    let index = functions.get(&function).copied();
+    STATE.with_borrow_mut(|s| {
+        if let Some(s) = s.as_mut() {
+            s.functions = Some(functions);
+        }
+    });
+    Ok(index)
+}
+
+/// The error of a call whose user this node does not hold.
+pub fn not_here(user: &str) -> MemoryError {
+    MemoryError::new(
+        PgSqlErrorCode::ERRCODE_LOCATOR_EXCEPTION,
+        format!("this node of the Citus cluster does not hold user {user:?}'s memories"),
+    )
+    .detail("agent_memory's tables are distributed by user: a call runs on the node that holds its user only when Citus delegates it there, and Citus did not delegate this one.")
+    .hint(HINT)
+}
+
+/// The error of a call whose user is a column of another relation of its statement, or a
+/// subquery: Citus would not delegate it (and Citus 13.2.2 crashes planning the first).
+pub fn not_delegated(call: &str) -> MemoryError {
+    MemoryError::new(
+        PgSqlErrorCode::ERRCODE_LOCATOR_EXCEPTION,
+        format!("{call} takes its user from a column or a subquery, which the Citus cluster cannot send to the node that holds the user"),
+    )
+    .hint(HINT)
+}
+
+const HINT: &str = "Call it as a statement of its own with the user as a constant or a parameter, such as SELECT * FROM agent_memory.memory_recall('user-1', ...); not inside a subquery, a join, a CTE or another function. A shard moved at that moment: try again.";
+
+/// A user's shards on this node.
+#[derive(Clone, Debug)]
+struct Shards {
+    placement: Placement,
+    packs: Packs,
+    /// The shards' names, in the order of `agent_memory_core::tables::PER_USER`.
+    tables: TableSet,
+}
+
+/// What this backend knows of how its node holds the per-user tables.
+#[derive(Debug, Default)]
+struct State {
+    /// The tables are distributed (a Citus node after `distribute()`).
+    distributed: bool,
+    /// agent_memory's distributed functions and the position of the argument each is delegated by.
+    functions: Option<HashMap<pg_sys::Oid, usize>>,
+    /// Users this node holds, with their shards.
+    users: HashMap<String, Shards>,
+}
+
+/// The most users whose shards a backend keeps.
+const KEPT_USERS: usize = 10_000;
+
+thread_local! {
+    static STATE: RefCell<Option<State>> = const { RefCell::new(None) };
+    /// The relations whose invalidation makes the state stale: the tables of memories and
+    /// packs, and Citus's `pg_dist_object`.
+    static WATCHED: Cell<[pg_sys::Oid; 3]> = const { Cell::new([pg_sys::Oid::INVALID; 3]) };
+    /// Set by the callback: the state is to be found again.
+    static STALE: Cell<bool> = const { Cell::new(true) };
+}
+
+/// Forgets what was found when one of the relations it depends on changes (a relation cache
+/// callback, registered in `_PG_init`).
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn invalidated(_arg: pg_sys::Datum, relid: pg_sys::Oid) {
+    if relid == pg_sys::Oid::INVALID || WATCHED.get().contains(&relid) {
+        STALE.set(true);
+    }
+}
+
+/// Registers the relation cache callback. Called once from `_PG_init`.
+pub fn init() {
+    // SAFETY: registers a callback PostgreSQL calls on relation cache invalidations; the
+    // callback only marks a backend-local cache stale.
+    unsafe { pg_sys::CacheRegisterRelcacheCallback(Some(invalidated), pg_sys::Datum::from(0)) };
+}
+
+/// Whether the per-user tables are distributed here, found once and kept until invalidated.
+fn ensure() -> Result<bool> {
+    if !STALE.get() {
+        if let Some(d) = STATE.with_borrow(|s| s.as_ref().map(|s| s.distributed)) {
+            return Ok(d);
+        }
+    }
+    STALE.set(false);
+    let namespace = namespace()?;
+    let memories = relation(namespace, c"memories");
+    // SAFETY: syscache lookups; InvalidOid when there is none.
+    let citus = unsafe { pg_sys::get_extension_oid(c"citus".as_ptr(), true) } != pg_sys::Oid::INVALID;
+    let dist_object = if citus {
+        // SAFETY: as above.
+        unsafe { pg_sys::get_relname_relid(c"pg_dist_object".as_ptr(), pg_sys::Oid::from(pg_sys::PG_CATALOG_NAMESPACE)) }
+    } else {
+        pg_sys::Oid::INVALID
+    };
+    WATCHED.set([memories, relation(namespace, c"memory_packs"), dist_object]);
+    let distributed = citus
+        && memories != pg_sys::Oid::INVALID
+        && Spi::get_one_with_args::<bool>(
+            "SELECT EXISTS (SELECT FROM pg_catalog.pg_dist_partition p WHERE p.logicalrelid OPERATOR(pg_catalog.=) $1)",
+            &[memories.into()],
+        )
+        .map_err(spi("reading Citus's pg_dist_partition"))?
+        .unwrap_or(false);
+    STATE.with_borrow_mut(|s| *s = Some(State { distributed, functions: None, users: HashMap::new() }));
+    Ok(distributed)
+}
+
+/// `user`'s shards on this node when this node is a Citus node (`None` on one server); an
+/// error when it does not hold them.
+fn shards_of_user(user: &str) -> Result<Option<Shards>> {
+    if !ensure()? {
+        return Ok(None);
+    }
+    if let Some(shards) = STATE.with_borrow(|s| s.as_ref().and_then(|s| s.users.get(user).cloned())) {
+        return Ok(Some(shards));
+    }
+    // The shard of each per-user table that holds the user, when this node holds all of them
+    // (a colocated group moves whole).
+    const FIND: &str = "
+        WITH s AS (SELECT t.i, t.name,
+                          pg_catalog.get_shard_id_for_distribution_column(pg_catalog.format('agent_memory.%I', t.name)::pg_catalog.regclass, $1::text) AS shardid
+                     FROM pg_catalog.unnest($2::text[]) WITH ORDINALITY AS t(name, i))
+        SELECT s.name, s.shardid FROM s
+         WHERE EXISTS (SELECT FROM pg_catalog.pg_dist_placement p
+                        WHERE p.shardid OPERATOR(pg_catalog.=) s.shardid AND p.shardstate OPERATOR(pg_catalog.=) 1
+                          AND p.groupid OPERATOR(pg_catalog.=) (SELECT g.groupid FROM pg_catalog.pg_dist_local_group g))
+         ORDER BY s.i";
+    let tables: Vec<String> = agent_memory_core::tables::PER_USER.iter().map(|t| t.to_string()).collect();
+    let found: Vec<String> = Spi::connect(|client| {
+        // Citus finds a shard only for a role that may read its table: read with the extension
+        // owner's rights (a writer may not read the pack tables).
+        let owner = client
+            .select("SELECT e.extowner FROM pg_catalog.pg_extension e WHERE e.extname OPERATOR(pg_catalog.=) 'agent_memory'", Some(1), &[])
+            .map_err(spi("finding the extension's owner"))?
+            .first()
+            .get_one::<pg_sys::Oid>()
+            .map_err(spi("finding the extension's owner"))?
+            .ok_or_else(|| missing("extension"))?;
+        let rows = crate::pg::with_rights_of(owner, || client.select(FIND, None, &[user.into(), tables.clone().into()]))
+            .map_err(spi("finding the user's shards on this node"))?;
+        let mut names = Vec::with_capacity(7);
+        for row in rows {
+            let name = row.get::<String>(1).map_err(spi("reading the user's shards"))?.unwrap_or_default();
+            let shard = row.get::<i64>(2).map_err(spi("reading the user's shards"))?.unwrap_or_default();
+            names.push(format!("{name}_{shard}"));
+        }
+        Ok::<_, MemoryError>(names)
+    })?;
+    let Ok(names) = <[String; 7]>::try_from(found) else {
+        return Err(not_here(user));
+    };
+    let namespace = namespace()?;
+    let oid = |name: &str, what: &str| -> Result<pg_sys::Oid> {
+        let c = std::ffi::CString::new(name).map_err(|_| missing(what))?;
+        required(namespace, &c, what)
+    };
+    let shard_of = |table: &str| -> &str {
+        let i = agent_memory_core::tables::PER_USER.iter().position(|t| *t == table).unwrap_or(0);
+        &names[i][table.len()..]
+    };
+    let shards = Shards {
+        placement: Placement {
+            memories: oid(&format!("memories{}", shard_of("memories")), "the user's shard of memories")?,
+            active_index: oid(
+                &format!("memories_user_model_active{}", shard_of("memories")),
+                "the user's shard of memories_user_model_active",
+            )?,
+        },
+        packs: Packs {
+            packs: oid(&format!("memory_packs{}", shard_of("memory_packs")), "the user's shard of memory_packs")?,
+            packs_pkey: oid(&format!("memory_packs_pkey{}", shard_of("memory_packs")), "the user's shard of memory_packs_pkey")?,
+            stale: oid(&format!("memory_pack_stale{}", shard_of("memory_pack_stale")), "the user's shard of memory_pack_stale")?,
+            stale_index: oid(
+                &format!("memory_pack_stale_user{}", shard_of("memory_pack_stale")),
+                "the user's shard of memory_pack_stale_user",
+            )?,
+        },
+        tables: TableSet::named(names.clone()),
+    };
+    STATE.with_borrow_mut(|s| {
+        if let Some(s) = s.as_mut() {
+            if s.users.len() >= KEPT_USERS {
+                s.users.clear();
+            }
+            s.users.insert(user.to_string(), shards.clone());
+        }
+    });
+    Ok(Some(shards))
 }
 
 /// The table whose memories recall's hits name (`api::hits` folds them into its rows).
@@ -134,6 +404,17 @@ impl TableSet {
         renamed
     }
 
+    /// `sql`, a statement made at run time over the extension's tables, over this set's instead.
+    pub fn sql_owned(&self, sql: &str) -> String {
+        match &self.names {
+            None => sql.to_string(),
+            Some(names) => {
+                let qualified = names.clone().map(|n| format!("agent_memory.\"{}\"", n.replace('"', "\"\"")));
+                agent_memory_core::tables::rename(sql, &qualified)
+            }
+        }
+    }
+
     /// The table of memories of this set (the table recall's hits name).
     pub fn memories_table(&self) -> Result<pg_sys::Oid> {
         match &self.names {
@@ -148,7 +429,13 @@ impl TableSet {
 
 /// The sets of tables this server's maintenance passes (forgetting, consolidation, packing,
 /// embedding, the hit fold) run on: on one server, the extension's tables.
+///
+/// On a Citus node, none yet: the extension's tables there are empty shells, and the passes
+/// over the shards a node holds are scale-out step 3.
 pub fn local_table_sets() -> Result<Vec<TableSet>> {
     namespace()?;
+    if distributed()? {
+        return Ok(Vec::new());
+    }
     Ok(vec![TableSet::base()])
 }

@@ -234,9 +234,9 @@ fn relations(user: &str) -> Result<(pg_sys::Oid, pg_sys::Oid)> {
     Ok((p.memories, p.active_index))
 }
 
-/// The id of the table of memories (recall's hits name it: `api::hits`).
-pub fn memories_oid() -> Result<u32> {
-    Ok(crate::placement::memories_table()?.to_u32())
+/// The id of the table that holds `user`'s memories (recall's hits name it: `api::hits`).
+pub fn memories_oid(user: &str) -> Result<u32> {
+    Ok(crate::placement::of_user(user)?.memories.to_u32())
 }
 
 /// The snapshot of the running statement (a query of the same statement sees the same rows).

@@ -49,6 +49,8 @@ for i in 0 1 2; do
     "wal_level = logical" \
     "max_connections = 200" \
     "citus.node_conninfo = 'sslmode=disable'" \
+    "citus.propagate_set_commands = 'local'" \
+    "track_functions = 'all'" \
     "log_min_messages = warning"
 done
 node_psql() {  # node_psql N ARGS...: psql to database $DB of node N (0 = the coordinator)
@@ -151,6 +153,20 @@ check "a call whose user is a column of a join crashes the coordinator's backend
 check "a NULL user of a force-delegated call crashes the coordinator's backend" "crashed" "$(crash_probe "SELECT * FROM probe_where(NULL)")"
 check "a NULL user of a call delegated without force crashes it too" "crashed" "$(crash_probe "SELECT * FROM probe_plain(NULL)")"
 check "the coordinator answers after its crash recovery" "$h1|1" "$(node_psql 0 -tA -c "SELECT * FROM probe_where('user-1')")"
+
+# agent_memory itself on the cluster: distribute(), then every per-user call through the
+# coordinator against the same calls on one server (tests/tests/citus.rs; the one server is the
+# test server when scripts/test.sh runs the tier, else a database of the coordinator's server
+# without Citus).
+say "agent_memory on the cluster: distribute() and the calls through the coordinator (tests/tests/citus.rs)"
+if AGENT_MEMORY_CITUS_HOST=localhost AGENT_MEMORY_CITUS_PORT="$BASE" AGENT_MEMORY_CITUS_DB="$DB" \
+   AGENT_MEMORY_TEST_HOST="${AGENT_MEMORY_TEST_HOST:-localhost}" AGENT_MEMORY_TEST_PORT="${AGENT_MEMORY_TEST_PORT:-$BASE}" \
+   timeout 1200 cargo test -p agent_memory_tests --test citus -- --ignored --test-threads=1; then
+  PASSED=$((PASSED + 1))
+else
+  FAILED=$((FAILED + 1))
+  note "FAILED: tests/tests/citus.rs (coordinator log: $(data_of 0)/server.log)"
+fi
 
 echo "citus: $PASSED passed, $FAILED failed"
 [ "$FAILED" -eq 0 ]

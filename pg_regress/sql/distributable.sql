@@ -164,3 +164,17 @@ DELETE FROM agent_memory.memories WHERE user_id IN ('acme:ann', 'acme:bob', 'bet
 SELECT agent_memory.revoke_access('dist_app'), agent_memory.revoke_access('dist_other');
 DROP ROLE dist_app;
 DROP ROLE dist_other;
+
+-- agent_memory.distribute() spreads the users over a Citus cluster: on a server without Citus it
+-- refuses (0A000) with what to set up, and changes nothing.
+SELECT * FROM agent_memory.distribute();
+\echo :LAST_ERROR_SQLSTATE
+-- A writer may not call it.
+CREATE ROLE dist_writer;
+SELECT agent_memory.grant_access('dist_writer', 'writer');
+SET ROLE dist_writer;
+SELECT * FROM agent_memory.distribute();
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+SELECT agent_memory.revoke_access('dist_writer');
+DROP ROLE dist_writer;

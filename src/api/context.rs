@@ -149,7 +149,9 @@ pub fn context(
             None => None,
         };
         let mut procedural = Vec::new();
-        for r in crate::plans::read(client, PROCEDURAL, &[user.into()]).map_err(spi("reading standing instructions"))? {
+        for r in crate::plans::read(client, crate::placement::sql_for(user, PROCEDURAL)?, &[user.into()])
+            .map_err(spi("reading standing instructions"))?
+        {
             let e = spi("reading a standing instruction");
             let task: Option<String> = r.get(4).map_err(&e)?;
             if !in_lineage(&lineage_set, untasked, task.as_deref()) {
@@ -171,7 +173,7 @@ pub fn context(
         if turns > 0 {
             let table = crate::plans::read(
                 client,
-                WORKING,
+                crate::placement::sql_for(user, WORKING)?,
                 &[user.into(), session.into(), (turns as i64).into(), lineage_arg.into(), untasked.into()],
             )
             .map_err(spi("reading the session's turns"))?;
@@ -216,7 +218,9 @@ pub fn context(
         let ids: Vec<i64> = recalled.iter().map(|r| r.id).collect();
         let sources: HashMap<i64, Option<i64>> = Spi::connect_mut(|client| -> Result<_> {
             let mut m = HashMap::new();
-            for r in crate::plans::read(client, SOURCES, &[ids.into(), user.into()]).map_err(spi("reading the memories' sources"))? {
+            for r in crate::plans::read(client, crate::placement::sql_for(user, SOURCES)?, &[ids.into(), user.into()])
+                .map_err(spi("reading the memories' sources"))?
+            {
                 let id: Option<i64> = r.get(1).map_err(spi("reading id"))?;
                 if let Some(id) = id {
                     m.insert(id, r.get(2).map_err(spi("reading source_turn_id"))?);
@@ -269,12 +273,14 @@ pub fn context(
     let long_term = take(long_term, &packed.long_term);
     if deferred {
         let ids: Vec<i64> = out.iter().chain(long_term.iter()).filter_map(|r| r.memory_id).collect();
-        crate::share::record_hits(crate::scan::memories_oid()?, &ids, crate::pg::transaction_start());
+        crate::share::record_hits(crate::scan::memories_oid(user)?, &ids, crate::pg::transaction_start());
     } else if touch {
         let ids: Vec<i64> = out.iter().chain(long_term.iter()).filter_map(|r| r.memory_id).collect();
         if !ids.is_empty() {
             Spi::connect_mut(|client| {
-                crate::plans::write(client, TOUCH, &[ids.into(), user.into()]).map(|_| ()).map_err(spi("refreshing the memories"))
+                crate::plans::write(client, crate::placement::sql_for(user, TOUCH)?, &[ids.into(), user.into()])
+                    .map(|_| ())
+                    .map_err(spi("refreshing the memories"))
             })?;
         }
     }

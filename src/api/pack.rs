@@ -340,8 +340,10 @@ fn pack_user(user_id: Option<&str>, model: Option<&str>) -> Result<i64> {
             )
             .hint("Run it as an agent_memory admin (agent_memory.grant_access(role, 'admin')); the background worker packs every user by itself."));
         }
+        let tables = crate::placement::tables_of_user(user)?;
         let models: Vec<String> = {
-            let table = client.select(USER_MODELS, None, &[user.into(), model.into()]).map_err(spi("reading the user's models"))?;
+            let table =
+                client.select(tables.sql(USER_MODELS), None, &[user.into(), model.into()]).map_err(spi("reading the user's models"))?;
             let mut v = Vec::new();
             for row in table {
                 if let Some(m) = row.get::<String>(1).map_err(spi("reading embedding_model"))? {
@@ -352,14 +354,13 @@ fn pack_user(user_id: Option<&str>, model: Option<&str>) -> Result<i64> {
         };
         let mut total = 0;
         for m in models {
-            // A call for one user: the tables that hold its rows (on a Citus cluster, the
-            // distributed tables, which route each statement to the user's shard).
-            total += build(client, &TableSet::base(), user, &m)?;
+            // A call for one user: the tables that hold its rows (on a Citus node, its shards).
+            total += build(client, &tables, user, &m)?;
         }
         if let Some(m) = model {
             // A model with no active memory left: its packs go.
             if total == 0 {
-                client.update(DROP_PACKS, None, &[user.into(), m.into()]).map_err(spi("dropping the old packs"))?;
+                client.update(tables.sql(DROP_PACKS), None, &[user.into(), m.into()]).map_err(spi("dropping the old packs"))?;
             }
         }
         Ok(total)

@@ -181,7 +181,7 @@ const PREDICATE_NOW: &str = "SELECT n.name, c.cardinality \
 const ADD_PREDICATE: &str = "WITH n AS (INSERT INTO agent_memory.predicates (predicate, cardinality) VALUES ($1, $2) \
                                  ON CONFLICT (predicate) DO NOTHING RETURNING predicate) \
      INSERT INTO agent_memory.predicate_declarations (user_id, predicate) SELECT $3, n.predicate FROM n \
-     ON CONFLICT ON CONSTRAINT predicate_declarations_pkey DO NOTHING";
+     ON CONFLICT (user_id, predicate) DO NOTHING";
 /// An admin's change of a predicate's cardinality.
 const CHANGE_CARDINALITY: &str = "UPDATE agent_memory.predicates SET cardinality = $2 WHERE predicate = $1";
 const LOAD_KEYS: &str = "SELECT m.id, m.version, m.subject, m.predicate, m.object, m.kind = 'episodic', m.object_key \
@@ -410,8 +410,12 @@ impl<'a, 'c> Reconciler<'a, 'c> {
         match now.as_deref() {
             Some(c) if c == cardinality => Ok(()),
             None => {
-                crate::plans::write(self.client, ADD_PREDICATE, &[name.into(), cardinality.into(), self.user.clone().into()])
-                    .map_err(spi("recording the predicate"))?;
+                crate::plans::write(
+                    self.client,
+                    crate::placement::sql_for(&self.user, ADD_PREDICATE)?,
+                    &[name.into(), cardinality.into(), self.user.clone().into()],
+                )
+                .map_err(spi("recording the predicate"))?;
                 Ok(())
             }
             Some(c) => {
@@ -484,8 +488,12 @@ impl<'a, 'c> Reconciler<'a, 'c> {
         if !keyed.is_empty() {
             let subjects: Vec<Option<String>> = keyed.iter().map(|f| f.subject.clone()).collect();
             let predicates: Vec<Option<String>> = keyed.iter().map(|f| f.predicate.clone()).collect();
-            let table = crate::plans::write(self.client, LOAD_KEYS, &[self.user.clone().into(), subjects.into(), predicates.into()])
-                .map_err(spi("reading the user's facts"))?;
+            let table = crate::plans::write(
+                self.client,
+                crate::placement::sql_for(&self.user, LOAD_KEYS)?,
+                &[self.user.clone().into(), subjects.into(), predicates.into()],
+            )
+            .map_err(spi("reading the user's facts"))?;
             for r in table {
                 let id: i64 = r.get(1).map_err(spi("reading id"))?.ok_or_else(|| MemoryError::not_null_column("id"))?;
                 let subject: String = r.get(3).map_err(spi("reading subject"))?.ok_or_else(|| MemoryError::not_null_column("subject"))?;
@@ -504,9 +512,12 @@ impl<'a, 'c> Reconciler<'a, 'c> {
         let texts: Vec<Option<String>> =
             facts.iter().filter(|f| f.subject.is_none() && f.predicate.is_none()).filter_map(|f| f.content.clone()).map(Some).collect();
         if !texts.is_empty() {
-            let table =
-                crate::plans::write(self.client, LOAD_CONTENT, &[self.user.clone().into(), self.model.clone().into(), texts.into()])
-                    .map_err(spi("reading the user's memories"))?;
+            let table = crate::plans::write(
+                self.client,
+                crate::placement::sql_for(&self.user, LOAD_CONTENT)?,
+                &[self.user.clone().into(), self.model.clone().into(), texts.into()],
+            )
+            .map_err(spi("reading the user's memories"))?;
             for r in table {
                 let id: i64 = r.get(1).map_err(spi("reading id"))?.ok_or_else(|| MemoryError::not_null_column("id"))?;
                 let episodic: bool = r.get(4).map_err(spi("reading kind"))?.unwrap_or(false);
@@ -523,8 +534,12 @@ impl<'a, 'c> Reconciler<'a, 'c> {
         }
         let targets: Vec<i64> = facts.iter().filter_map(|f| f.target_id).collect();
         if !targets.is_empty() {
-            let table = crate::plans::write(self.client, LOAD_TARGETS, &[targets.into(), self.user.clone().into()])
-                .map_err(spi("reading the target memories"))?;
+            let table = crate::plans::write(
+                self.client,
+                crate::placement::sql_for(&self.user, LOAD_TARGETS)?,
+                &[targets.into(), self.user.clone().into()],
+            )
+            .map_err(spi("reading the target memories"))?;
             for r in table {
                 let id: i64 = r.get(1).map_err(spi("reading id"))?.ok_or_else(|| MemoryError::not_null_column("id"))?;
                 if !r.get::<bool>(4).map_err(spi("reading user_id"))?.unwrap_or(false) {
@@ -554,8 +569,12 @@ impl<'a, 'c> Reconciler<'a, 'c> {
     fn known(&mut self) -> Result<&mut Known> {
         if self.known.is_none() {
             let mut existing = Vec::new();
-            let mut table = crate::plans::read(self.client, LOAD_KNOWN, &[self.user.clone().into(), self.model.clone().into()])
-                .map_err(spi("reading the user's memories"))?;
+            let mut table = crate::plans::read(
+                self.client,
+                crate::placement::sql_for(&self.user, LOAD_KNOWN)?,
+                &[self.user.clone().into(), self.model.clone().into()],
+            )
+            .map_err(spi("reading the user's memories"))?;
             let mut found = Vec::new();
             while table.next().is_some() {
                 pgrx::check_for_interrupts!();
@@ -987,7 +1006,8 @@ impl<'a, 'c> Reconciler<'a, 'c> {
                 self.retire.iter().map(|r| id_of(r.3)).collect::<Vec<Option<i64>>>().into(),
                 self.user.clone().into(),
             ];
-            let table = crate::plans::write(self.client, RETIRE_MANY, &args).map_err(spi("retiring memories"))?;
+            let table = crate::plans::write(self.client, crate::placement::sql_for(&self.user, RETIRE_MANY)?, &args)
+                .map_err(spi("retiring memories"))?;
             for r in table {
                 versions.insert(
                     r.get(1).map_err(spi("reading id"))?.unwrap_or_default(),
@@ -1008,7 +1028,8 @@ impl<'a, 'c> Reconciler<'a, 'c> {
                 items.iter().map(|r| r.4.clone()).collect::<Vec<Option<String>>>().into(),
                 self.user.clone().into(),
             ];
-            let table = crate::plans::write(self.client, REINFORCE_MANY, &args).map_err(spi("reinforcing memories"))?;
+            let table = crate::plans::write(self.client, crate::placement::sql_for(&self.user, REINFORCE_MANY)?, &args)
+                .map_err(spi("reinforcing memories"))?;
             let mut n = 0;
             for r in table {
                 versions.insert(
@@ -1047,7 +1068,8 @@ impl<'a, 'c> Reconciler<'a, 'c> {
                 rows.iter().map(|r| id_of(r.superseded_by)).collect::<Vec<Option<i64>>>().into(),
                 rows.iter().map(|r| f(r).task_id.clone()).collect::<Vec<Option<String>>>().into(),
             ];
-            crate::plans::write(self.client, INSERT_MANY, &args).map_err(spi("writing the memories"))?;
+            crate::plans::write(self.client, crate::placement::sql_for(&self.user, INSERT_MANY)?, &args)
+                .map_err(spi("writing the memories"))?;
         }
         Ok((ids, versions))
     }

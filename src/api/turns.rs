@@ -7,8 +7,11 @@ use pgrx::prelude::*;
 use crate::error::{spi, MemoryError, OrRaise, Result};
 use crate::recall::check_user;
 
-const INSERT: &str = "INSERT INTO agent_memory.turns (user_id, session_id, role, content, created_at, metadata, task_id) \
-     VALUES ($1, $2, $3, $4, coalesce($5::timestamptz, now()), coalesce($6, '{}'::jsonb), $7) RETURNING id";
+/// The id is drawn from the table's own sequence by name (on a Citus node the statement writes
+/// the user's shard, whose column has no default: the node's sequence numbers it in its range).
+const INSERT: &str = "INSERT INTO agent_memory.turns (id, user_id, session_id, role, content, created_at, metadata, task_id) \
+     VALUES (nextval(pg_get_serial_sequence('agent_memory.' || 'turns', 'id')), $1, $2, $3, $4, \
+             coalesce($5::timestamptz, now()), coalesce($6, '{}'::jsonb), $7) RETURNING id";
 
 const ROLES: [&str; 4] = ["system", "user", "assistant", "tool"];
 
@@ -47,7 +50,7 @@ fn record(
         crate::version::require_current_schema(c)?;
         // The user's lock, as reconcile and erasure take it: a turn never races an erasure.
         crate::locks::user(c, user)?;
-        crate::plans::write(c, INSERT, &args)
+        crate::plans::write(c, crate::placement::sql_for(user, INSERT)?, &args)
             .map_err(spi("recording the turn"))?
             .first()
             .get_one::<i64>()

@@ -94,8 +94,8 @@ fn versions_held(
     as_of: TimestampWithTimeZone,
     now: i64,
 ) -> Result<Vec<pgrx::pg_sys::ItemPointerData>> {
-    let table =
-        crate::plans::read(client, VERSIONS, &[user.into(), model.into(), as_of.into()]).map_err(spi("reading the versions held"))?;
+    let table = crate::plans::read(client, crate::placement::sql_for(user, VERSIONS)?, &[user.into(), model.into(), as_of.into()])
+        .map_err(spi("reading the versions held"))?;
     let mut out = Vec::new();
     for row in table {
         let e = spi("reading a version");
@@ -219,7 +219,8 @@ pub fn lineage(client: &mut pgrx::spi::SpiClient<'_>, user: &str, task: &str) ->
         return Err(MemoryError::invalid_parameter("task_id must not be empty").hint("Pass the task's id, or NULL for every task."));
     }
     let tasks: Option<Vec<Option<String>>> = crate::error::first_value(
-        crate::plans::read(client, LINEAGE, &[user.into(), task.into()]).map_err(spi("reading the task's ancestors"))?,
+        crate::plans::read(client, crate::placement::sql_for(user, LINEAGE)?, &[user.into(), task.into()])
+            .map_err(spi("reading the task's ancestors"))?,
     )
     .map_err(spi("reading the task's ancestors"))?;
     Ok(tasks.unwrap_or_default().into_iter().flatten().collect())
@@ -261,7 +262,8 @@ const USER_MODELS: &str = "WITH RECURSIVE m(model) AS ( \
 /// The models the user has active memories of, `model` first when it is one of them.
 pub fn user_models(client: &mut pgrx::spi::SpiClient<'_>, user: &str, model: &str) -> Result<Vec<String>> {
     let models: Option<Vec<Option<String>>> = crate::error::first_value(
-        crate::plans::read(client, USER_MODELS, &[user.into(), model.into()]).map_err(spi("reading the user's models"))?,
+        crate::plans::read(client, crate::placement::sql_for(user, USER_MODELS)?, &[user.into(), model.into()])
+            .map_err(spi("reading the user's models"))?,
     )
     .map_err(spi("reading the user's models"))?;
     Ok(models.unwrap_or_default().into_iter().flatten().collect())
@@ -635,8 +637,12 @@ fn embeddings_of(user: &str, ids: &[i64], model: &str) -> Result<Vec<(i64, Vec<f
         return Ok(Vec::new());
     }
     Spi::connect_mut(|client| {
-        let mut table = crate::plans::read(client, FEEDBACK_EMBEDDINGS, &[ids.to_vec().into(), model.into(), user.into()])
-            .map_err(spi("reading the embeddings of the first ranking"))?;
+        let mut table = crate::plans::read(
+            client,
+            crate::placement::sql_for(user, FEEDBACK_EMBEDDINGS)?,
+            &[ids.to_vec().into(), model.into(), user.into()],
+        )
+        .map_err(spi("reading the embeddings of the first ranking"))?;
         let mut out = Vec::with_capacity(ids.len());
         while table.next().is_some() {
             let id: i64 = table.get(1).map_err(spi("reading id"))?.unwrap_or_default();
@@ -952,9 +958,9 @@ fn recall_pass(
         let asked: Vec<i64> = ids.iter().copied().filter(|id| !details.contains_key(id)).collect();
         if !asked.is_empty() {
             let table = if touching {
-                crate::plans::write(client, TOUCH_RETURNING, &[asked.into(), user.into()])
+                crate::plans::write(client, crate::placement::sql_for(user, TOUCH_RETURNING)?, &[asked.into(), user.into()])
             } else {
-                crate::plans::read(client, DETAILS, &[asked.into(), user.into()])
+                crate::plans::read(client, crate::placement::sql_for(user, DETAILS)?, &[asked.into(), user.into()])
             };
             let table = table.map_err(spi("reading the recalled memories"))?;
             for row in table {
@@ -975,7 +981,7 @@ fn recall_pass(
         }
         if deferred {
             let returned: Vec<i64> = ids.iter().copied().filter(|id| details.contains_key(id)).collect();
-            crate::share::record_hits(crate::scan::memories_oid()?, &returned, crate::pg::transaction_start());
+            crate::share::record_hits(crate::scan::memories_oid(user)?, &returned, crate::pg::transaction_start());
         }
         Ok(scored
             .into_iter()
@@ -1039,6 +1045,7 @@ fn approximate(
             AND ($3::text[] IS NULL OR m.kind = ANY ($3::text[])) AND ($6 OR m.archived_at IS NULL) \
           ORDER BY m.emb::{vs}.vector({dims}) OPERATOR({vs}.<=>) $4::{vs}.vector({dims}) LIMIT $5"
     );
+    let sql = crate::placement::tables_of_user(user)?.sql_owned(&sql);
     let qd = crate::vector::vector_param(q)?;
     let mut scratch = Vec::new();
     {
