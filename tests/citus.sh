@@ -154,6 +154,17 @@ check "a NULL user of a force-delegated call crashes the coordinator's backend" 
 check "a NULL user of a call delegated without force crashes it too" "crashed" "$(crash_probe "SELECT * FROM probe_plain(NULL)")"
 check "the coordinator answers after its crash recovery" "$h1|1" "$(node_psql 0 -tA -c "SELECT * FROM probe_where('user-1')")"
 
+# distribute() refuses, changing nothing, while the coordinator's own tables hold a user's rows
+# (they would stay there, where no delegated call reads them), and on a worker.
+sqlstate_of() {  # sqlstate_of N SQL: the SQLSTATE a statement fails with on node N (empty on success)
+  node_psql "$1" -v ON_ERROR_STOP=0 -tA -c "$2" -c '\echo :LAST_ERROR_SQLSTATE' 2>/dev/null | tail -1 | sed 's/^00000$//'
+}
+node_psql 0 -tA -c "SELECT agent_memory.memory_record_turn('early-user', 's', 'user', 'written before distribute()')" >/dev/null
+check "distribute() refuses while the coordinator's tables hold rows" "55000" "$(sqlstate_of 0 "SELECT * FROM agent_memory.distribute()")"
+check "... and nothing was distributed" "0" "$(node_psql 0 -tA -c "SELECT count(*) FROM pg_dist_partition WHERE logicalrelid::regclass::text LIKE 'agent_memory.%'")"
+node_psql 0 -tA -c "DELETE FROM agent_memory.turns" >/dev/null
+check "distribute() refuses on a worker" "55000" "$(sqlstate_of 1 "SELECT * FROM agent_memory.distribute()")"
+
 # agent_memory itself on the cluster: distribute(), then every per-user call through the
 # coordinator against the same calls on one server (tests/tests/citus.rs; the one server is the
 # test server when scripts/test.sh runs the tier, else a database of the coordinator's server

@@ -929,3 +929,50 @@ fn a_tenant_role_binding_its_user_with_set_local_sees_its_user_and_nothing_else(
     assert!(db.hint().is_some_and(|h| h.contains("commit it first")), "{:?}", db.hint());
     tx.rollback().unwrap();
 }
+
+#[test]
+#[ignore = "needs the Citus cluster of tests/citus.sh"]
+fn a_user_above_the_exact_limit_is_ranked_through_the_index_as_on_one_server() {
+    let mut cl = coordinator();
+    let mut one = single("am_it_citus_large");
+    let user = "large-001";
+    let mut rng = Rng(77);
+    let batches: Vec<String> = (0..3)
+        .map(|b| {
+            let facts: Vec<serde_json::Value> = (0..100)
+                .map(|i| serde_json::json!({"content": format!("large note {b}-{i}"), "emb": rng.vector(DIMS)}))
+                .collect();
+            serde_json::Value::from(facts).to_string()
+        })
+        .collect();
+    cl.execute("SELECT count(*) FROM agent_memory.memory_erase($1)", &[&user]).unwrap();
+    for c in [&mut cl, &mut one] {
+        for b in &batches {
+            c.query("SELECT * FROM agent_memory.memory_reconcile_batch($1, $2::text::jsonb, 'm16')", &[&user, b]).unwrap();
+        }
+        c.query("SELECT agent_memory.memory_create_index('m16')", &[]).unwrap();
+    }
+    let ranked = |c: &mut Client, q: &Vector| -> Vec<(String, i64, String)> {
+        let mut tx = c.transaction().unwrap();
+        // Set in the transaction: SET LOCAL reaches the worker that runs the call.
+        tx.batch_execute("SET LOCAL agent_memory.exact_limit = 100").unwrap();
+        let rows = tx
+            .query(
+                "SELECT content, similarity, path FROM agent_memory.memory_recall($1, $2::vector, 10, model => 'm16', touch => false)",
+                &[&user, q],
+            )
+            .unwrap()
+            .iter()
+            .map(|r| (r.get(0), (r.get::<_, f64>(1) * 1e6).round() as i64, r.get(2)))
+            .collect();
+        tx.rollback().unwrap();
+        rows
+    };
+    for _ in 0..5 {
+        let q = emb(&mut rng);
+        let a = ranked(&mut cl, &q);
+        assert_eq!(a.len(), 10);
+        assert!(a.iter().all(|r| r.2 == "approximate"), "the cluster ranked {user} through the index: {a:?}");
+        assert_eq!(a, ranked(&mut one, &q), "the index's ranking of {user}");
+    }
+}
