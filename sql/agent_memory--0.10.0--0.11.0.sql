@@ -5,6 +5,8 @@
 --     a coordinator (on_workers; unbind_role is PL/pgSQL now);
 --   * memory_erase keeps the predicates only the user declared when they are a table every node
 --     has a copy of (a Citus cluster), where the node that holds the user may not write them;
+--   * register_model says, on a Citus worker that cannot write the registry from inside a call,
+--     to register the model through the coordinator (55000); memory_evidence is PL/pgSQL;
 --   * uncache_user is PL/pgSQL, one table at a time (Citus plans a SQL function's queries without
 --     its parameters, and no node's own table beside a distributed one);
 --   * the triggers before an update and that mark packs stale compare embeddings with <> instead
@@ -462,6 +464,52 @@ BEGIN
     VALUES (agent_memory.erasure_hash(memory_erase.user_id),
             pg_catalog.jsonb_build_object('memories', n_memories, 'turns', n_turns, 'tasks', n_tasks))
     RETURNING erasures.id, erasures.user_hash, erasures.erased_at, n_memories, n_turns, n_tasks;
+END
+$body$;
+
+CREATE OR REPLACE FUNCTION agent_memory.register_model(name text, dimensions integer) RETURNS integer
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $body$
+DECLARE
+    registered integer;
+BEGIN
+    SELECT m.dimensions INTO registered FROM agent_memory.embedding_models m WHERE m.name = register_model.name;
+    IF registered IS NULL THEN
+        BEGIN
+            INSERT INTO agent_memory.embedding_models (name, dimensions) VALUES (register_model.name, register_model.dimensions)
+            ON CONFLICT ON CONSTRAINT embedding_models_pkey DO NOTHING;
+        EXCEPTION WHEN internal_error THEN
+            -- On a Citus worker, a write inside a transaction block cannot reach the registry's
+            -- copies on the other nodes (Citus refuses it without a SQLSTATE of its own).
+            IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NULL THEN
+                RAISE;
+            END IF;
+            RAISE EXCEPTION 'embedding model "%" is not registered, and this node of the Citus cluster cannot register it from inside this call', register_model.name
+                USING ERRCODE = 'object_not_in_prerequisite_state',
+                      HINT = pg_catalog.format('Register it through the coordinator first: SELECT agent_memory.register_model(%L, %s);',
+                                               register_model.name, register_model.dimensions);
+        END;
+        SELECT m.dimensions INTO registered FROM agent_memory.embedding_models m WHERE m.name = register_model.name;
+    END IF;
+    RETURN registered;
+END
+$body$;
+
+CREATE OR REPLACE FUNCTION agent_memory.memory_evidence(memory_id bigint)
+RETURNS TABLE (id bigint, kind text, subject text, content text, created_at timestamptz, retired_at timestamptz)
+LANGUAGE plpgsql STABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog
+AS $body$
+BEGIN
+    -- (0.10.0) The summary's user is found by its id first; the evidence is then read by user.
+    -- (0.11.0) PL/pgSQL: on a Citus cluster the query is planned with its parameter's value.
+    RETURN QUERY
+    SELECT m.id, m.kind, m.subject, m.content, m.created_at, m.retired_at
+      FROM agent_memory.memories s
+      JOIN agent_memory.memories m ON m.user_id = s.user_id AND m.superseded_by = s.id
+     WHERE s.id = memory_evidence.memory_id AND (m.active OR m.retired_reason = 'summarized')
+     ORDER BY m.created_at, m.id;
 END
 $body$;
 

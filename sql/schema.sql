@@ -311,8 +311,20 @@ DECLARE
 BEGIN
     SELECT m.dimensions INTO registered FROM agent_memory.embedding_models m WHERE m.name = register_model.name;
     IF registered IS NULL THEN
-        INSERT INTO agent_memory.embedding_models (name, dimensions) VALUES (register_model.name, register_model.dimensions)
-        ON CONFLICT ON CONSTRAINT embedding_models_pkey DO NOTHING;
+        BEGIN
+            INSERT INTO agent_memory.embedding_models (name, dimensions) VALUES (register_model.name, register_model.dimensions)
+            ON CONFLICT ON CONSTRAINT embedding_models_pkey DO NOTHING;
+        EXCEPTION WHEN internal_error THEN
+            -- On a Citus worker, a write inside a transaction block cannot reach the registry's
+            -- copies on the other nodes (Citus refuses it without a SQLSTATE of its own).
+            IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NULL THEN
+                RAISE;
+            END IF;
+            RAISE EXCEPTION 'embedding model "%" is not registered, and this node of the Citus cluster cannot register it from inside this call', register_model.name
+                USING ERRCODE = 'object_not_in_prerequisite_state',
+                      HINT = pg_catalog.format('Register it through the coordinator first: SELECT agent_memory.register_model(%L, %s);',
+                                               register_model.name, register_model.dimensions);
+        END;
         SELECT m.dimensions INTO registered FROM agent_memory.embedding_models m WHERE m.name = register_model.name;
     END IF;
     RETURN registered;
@@ -657,16 +669,20 @@ COMMENT ON VIEW agent_memory.last_runs IS 'The last 10 runs of each job (forget,
 -- skips them; they stay as long as the summary does.
 CREATE FUNCTION agent_memory.memory_evidence(memory_id bigint)
 RETURNS TABLE (id bigint, kind text, subject text, content text, created_at timestamptz, retired_at timestamptz)
-LANGUAGE sql STABLE STRICT PARALLEL SAFE
+LANGUAGE plpgsql STABLE STRICT PARALLEL SAFE
 SET search_path = pg_catalog
-AS $$
+AS $body$
+BEGIN
     -- (0.10.0) The summary's user is found by its id first; the evidence is then read by user.
+    -- (0.11.0) PL/pgSQL: on a Citus cluster the query is planned with its parameter's value.
+    RETURN QUERY
     SELECT m.id, m.kind, m.subject, m.content, m.created_at, m.retired_at
       FROM agent_memory.memories s
       JOIN agent_memory.memories m ON m.user_id = s.user_id AND m.superseded_by = s.id
-     WHERE s.id = memory_id AND (m.active OR m.retired_reason = 'summarized')
-     ORDER BY m.created_at, m.id
-$$;
+     WHERE s.id = memory_evidence.memory_id AND (m.active OR m.retired_reason = 'summarized')
+     ORDER BY m.created_at, m.id;
+END
+$body$;
 COMMENT ON FUNCTION agent_memory.memory_evidence(bigint) IS
     'The memories a summary was made from (evidence), oldest first; recall skips them.';
 

@@ -164,6 +164,15 @@ check "distribute() refuses while the coordinator's tables hold rows" "55000" "$
 check "... and nothing was distributed" "0" "$(node_psql 0 -tA -c "SELECT count(*) FROM pg_dist_partition WHERE logicalrelid::regclass::text LIKE 'agent_memory.%'")"
 node_psql 0 -tA -c "DELETE FROM agent_memory.turns" >/dev/null
 check "distribute() refuses on a worker" "55000" "$(sqlstate_of 1 "SELECT * FROM agent_memory.distribute()")"
+# A worker with another version of the extension, and one whose Citus metadata is not synced
+# (each made so in the catalog for the check, then put back).
+node_psql 1 -tA -c "UPDATE pg_extension SET extversion = '0.0.1' WHERE extname = 'agent_memory'" >/dev/null
+check "distribute() refuses while a worker runs another version" "55000" "$(sqlstate_of 0 "SELECT * FROM agent_memory.distribute()")"
+node_psql 1 -tA -c "UPDATE pg_extension SET extversion = (SELECT default_version FROM pg_available_extensions WHERE name = 'agent_memory') WHERE extname = 'agent_memory'" >/dev/null
+node_psql 0 -tA -c "UPDATE pg_dist_node SET hasmetadata = false WHERE nodeport = $((BASE + 2))" >/dev/null
+check "distribute() refuses while a worker lacks Citus's metadata" "55000" "$(sqlstate_of 0 "SELECT * FROM agent_memory.distribute()")"
+node_psql 0 -tA -c "UPDATE pg_dist_node SET hasmetadata = true WHERE nodeport = $((BASE + 2))" >/dev/null
+check "... and nothing was distributed by any refusal" "0" "$(node_psql 0 -tA -c "SELECT count(*) FROM pg_dist_partition WHERE logicalrelid::regclass::text LIKE 'agent_memory.%'")"
 
 # agent_memory itself on the cluster: distribute(), then every per-user call through the
 # coordinator against the same calls on one server (tests/tests/citus.rs; the one server is the

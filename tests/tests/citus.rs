@@ -939,9 +939,8 @@ fn a_user_above_the_exact_limit_is_ranked_through_the_index_as_on_one_server() {
     let mut rng = Rng(77);
     let batches: Vec<String> = (0..3)
         .map(|b| {
-            let facts: Vec<serde_json::Value> = (0..100)
-                .map(|i| serde_json::json!({"content": format!("large note {b}-{i}"), "emb": rng.vector(DIMS)}))
-                .collect();
+            let facts: Vec<serde_json::Value> =
+                (0..100).map(|i| serde_json::json!({"content": format!("large note {b}-{i}"), "emb": rng.vector(DIMS)})).collect();
             serde_json::Value::from(facts).to_string()
         })
         .collect();
@@ -975,4 +974,71 @@ fn a_user_above_the_exact_limit_is_ranked_through_the_index_as_on_one_server() {
         assert!(a.iter().all(|r| r.2 == "approximate"), "the cluster ranked {user} through the index: {a:?}");
         assert_eq!(a, ranked(&mut one, &q), "the index's ranking of {user}");
     }
+}
+
+#[test]
+#[ignore = "needs the Citus cluster of tests/citus.sh"]
+fn evidence_by_id_and_a_model_registered_inside_a_call_answer_as_on_one_server() {
+    let mut cl = coordinator();
+    let mut one = single("am_it_citus_evidence");
+    let user = "ev-001";
+    let run = |c: &mut Client| -> Vec<String> {
+        // Each on an axis of its own: no two are near-duplicates.
+        let e = |axis: usize| Vector::from((0..DIMS).map(|i| if i == axis { 1.0 } else { 0.0 }).collect::<Vec<f32>>());
+        let id = |c: &mut Client, content: &str, axis: usize| -> i64 {
+            c.query_one(
+                "SELECT memory_id FROM agent_memory.memory_reconcile($1, NULL, NULL, NULL, $2, $3::vector, model => 'm16')",
+                &[&user, &content, &e(axis)],
+            )
+            .unwrap()
+            .get(0)
+        };
+        let (a, b, s) = (id(c, "Walked 5 km on Monday", 1), id(c, "Walked 7 km on Tuesday", 2), id(c, "Walks most days", 3));
+        // A summary by hand: the evidence retired as summarized, pointing at it.
+        c.execute(
+            "UPDATE agent_memory.memories SET active = false, retired_reason = 'summarized', retired_at = now(),
+                    superseded_by = $2, version = version + 1
+              WHERE user_id = $1 AND id = ANY($3)",
+            &[&user, &s, &vec![a, b]],
+        )
+        .unwrap();
+        let mut out: Vec<String> =
+            c.query("SELECT content FROM agent_memory.memory_evidence($1)", &[&s]).unwrap().iter().map(|r| r.get(0)).collect();
+        // A model written for the first time inside a transaction block: one server registers
+        // it; a Citus worker cannot write the registry from there, and says to register it
+        // through the coordinator first.
+        let mut tx = c.transaction().unwrap();
+        let r = tx.query(
+            "SELECT action FROM agent_memory.memory_reconcile($1, NULL, NULL, NULL, 'a note of a new model', '[1,0,0,0,0]'::vector, model => 'm5')",
+            &[&user],
+        );
+        out.push(match r {
+            Ok(rows) => format!("new model: {}", rows[0].get::<_, String>(0)),
+            Err(e) => {
+                let db = e.as_db_error().unwrap();
+                format!("new model: {} {}", db.code().code(), db.hint().unwrap_or(""))
+            }
+        });
+        tx.rollback().unwrap();
+        out
+    };
+    cl.execute("SELECT count(*) FROM agent_memory.memory_erase($1)", &[&user]).unwrap();
+    let a = run(&mut cl);
+    let b = run(&mut one);
+    assert_eq!(a[..2], b[..2], "memory_evidence through the coordinator");
+    assert_eq!(a[..2], ["Walked 5 km on Monday".to_string(), "Walked 7 km on Tuesday".to_string()]);
+    assert_eq!(b[2], "new model: ADD");
+    assert!(a[2].starts_with("new model: 55000") && a[2].contains("register_model('m5', 5)"), "{}", a[2]);
+    // Registered through the coordinator, the same write goes through in a transaction block.
+    cl.query("SELECT agent_memory.register_model('m5', 5)", &[]).unwrap();
+    let mut tx = cl.transaction().unwrap();
+    let action: String = tx
+        .query_one(
+            "SELECT action FROM agent_memory.memory_reconcile($1, NULL, NULL, NULL, 'a note of a new model', '[1,0,0,0,0]'::vector, model => 'm5')",
+            &[&user],
+        )
+        .unwrap()
+        .get(0);
+    tx.commit().unwrap();
+    assert_eq!(action, "ADD");
 }
