@@ -196,7 +196,7 @@ GRANT EXECUTE ON FUNCTION agent_memory.sees_every_user() TO PUBLIC;
 
 -- Admins spread the users over a Citus cluster (sql/distribute.sql), and their changes of the
 -- role bindings and grants reach its workers (as the admin: on_workers runs with their rights).
-GRANT EXECUTE ON FUNCTION agent_memory.distribute(), agent_memory.on_workers(text) TO agent_memory_admin;
+GRANT EXECUTE ON FUNCTION agent_memory.distribute(), agent_memory.on_workers(text), agent_memory.cluster_runs() TO agent_memory_admin;
 
 -- The workers' passes: the functions the write trigger calls.
 GRANT EXECUTE ON FUNCTION agent_memory.memory_importance(text, text), agent_memory.memory_retention(text, real, boolean)

@@ -1,6 +1,7 @@
 -- agent_memory 0.10.0 -> 0.11.0: spreading the users over a Citus cluster (scale-out, step 2).
 -- On one server every call answers as before; what changes:
---   * agent_memory.distribute(), for the coordinator of a Citus cluster (admins; sql/distribute.sql);
+--   * agent_memory.distribute(), for the coordinator of a Citus cluster (admins; sql/distribute.sql),
+--     and agent_memory.cluster_runs(), every node's last runs;
 --   * grant_access, revoke_access, bind_role and unbind_role are made on every worker too on such
 --     a coordinator (on_workers; unbind_role is PL/pgSQL now);
 --   * memory_erase keeps the predicates only the user declared when they are a table every node
@@ -232,6 +233,49 @@ REVOKE ALL ON FUNCTION agent_memory.distribute() FROM PUBLIC;
 COMMENT ON FUNCTION agent_memory.distribute() IS
     'On the coordinator of a Citus cluster: distributes every per-user table by user_id (one colocation group), makes the shared registries reference tables, gives each worker its own id range, the receipt key and the role bindings, and delegates each per-user call to the node that holds its user. All or nothing; a second call changes nothing (done = already). Returns what went where.';
 
+-- Every node's last runs of the maintenance passes (each node runs its own over the shards it
+-- holds, and records them in its own agent_memory.runs): on the coordinator of a Citus cluster,
+-- the last_runs of every node, read there as the calling role; on one server, its own.
+CREATE FUNCTION agent_memory.cluster_runs()
+RETURNS TABLE (node text, job text, id bigint, started_at timestamptz, finished_at timestamptz, status text,
+               by_worker boolean, steps jsonb, error text)
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $body$
+DECLARE
+    r record;
+    runs constant text := $c$SELECT COALESCE(pg_catalog.json_agg(l), '[]')
+                                FROM (SELECT l.job, l.id, l.started_at, l.finished_at, l.status, l.by_worker, l.steps, l.error
+                                        FROM agent_memory.last_runs l) l$c$;
+BEGIN
+    IF pg_catalog.to_regclass('pg_catalog.pg_dist_node') IS NULL THEN
+        RETURN QUERY SELECT 'local'::text, l.job, l.id, l.started_at, l.finished_at, l.status, l.by_worker, l.steps, l.error
+                       FROM agent_memory.last_runs l
+                      ORDER BY l.job, l.started_at DESC, l.id DESC;
+        RETURN;
+    END IF;
+    FOR r IN EXECUTE $q$SELECT n.nodename OPERATOR(pg_catalog.||) ':' OPERATOR(pg_catalog.||) n.nodeport AS node, a.success, a.result
+                          FROM pg_catalog.run_command_on_all_nodes($1) a
+                          JOIN pg_catalog.pg_dist_node n ON n.nodeid OPERATOR(pg_catalog.=) a.nodeid
+                         ORDER BY n.groupid$q$ USING runs
+    LOOP
+        IF NOT r.success THEN
+            RAISE EXCEPTION 'reading the runs of node % failed: %', r.node, r.result
+                USING ERRCODE = 'object_not_in_prerequisite_state',
+                      HINT = 'Check that the node is up and that this role may connect to it and read agent_memory.last_runs there.';
+        END IF;
+        RETURN QUERY SELECT r.node::text, x.job, x.id, x.started_at, x.finished_at, x.status, x.by_worker, x.steps, x.error
+                       FROM pg_catalog.json_to_recordset(r.result::json)
+                            AS x(job text, id bigint, started_at timestamptz, finished_at timestamptz, status text,
+                                 by_worker boolean, steps jsonb, error text)
+                      ORDER BY x.job, x.started_at DESC, x.id DESC;
+    END LOOP;
+END
+$body$;
+REVOKE ALL ON FUNCTION agent_memory.cluster_runs() FROM PUBLIC;
+COMMENT ON FUNCTION agent_memory.cluster_runs() IS
+    'The last 10 runs of each maintenance job on every node of a Citus cluster (node = host:port), read on each node; on one server, its own (node = local). Admins.';
+
 /* On the coordinator of a Citus cluster (after agent_memory.distribute()), makes a call of the
    access model (grant_access, revoke_access, bind_role, unbind_role) on every worker too, where
    the role bindings, the bookkeeping tables and the functions the calls use inside are the
@@ -411,7 +455,7 @@ BEGIN
 END
 $body$;
 
-GRANT EXECUTE ON FUNCTION agent_memory.distribute(), agent_memory.on_workers(text) TO agent_memory_admin;
+GRANT EXECUTE ON FUNCTION agent_memory.distribute(), agent_memory.on_workers(text), agent_memory.cluster_runs() TO agent_memory_admin;
 
 CREATE OR REPLACE FUNCTION agent_memory.memory_erase(user_id text)
 RETURNS TABLE (receipt_id bigint, user_hash text, erased_at timestamptz, memories bigint, turns bigint, tasks bigint)

@@ -61,9 +61,10 @@ pub fn as_owner<'c>(client: &mut SpiClient<'c>, sql: &'static str, args: &[pgrx:
 /// role may name the user (42501 otherwise): a role holds only the locks of its own users.
 ///
 /// The locks are this node's: on a Citus node that does not hold the user, it fails (0F000)
-/// instead, so that every call that writes a user's rows runs where the user's rows and locks are.
+/// instead, so that every call that writes a user's rows runs where the user's rows and locks
+/// are, and it holds the user's shards there for the transaction (`placement::hold_user`).
 pub fn user(client: &mut SpiClient<'_>, user: &str) -> Result<()> {
-    crate::placement::require_local(user)?;
+    crate::placement::hold_user(client, user)?;
     if !crate::recall::sees_user(client, user)? {
         return Err(crate::recall::not_your_user(user));
     }

@@ -108,11 +108,25 @@ pub fn distributed() -> Result<bool> {
     ensure()
 }
 
-/// Fails (0F000) unless this node holds `user`'s rows: on one server it always does. The calls
-/// that write through SQL check it first, so that a call Citus did not delegate neither takes
-/// the user's locks on the wrong node nor fans its statements out from there.
-pub fn require_local(user: &str) -> Result<()> {
-    shards_of_user(user).map(|_| ())
+/// Before a call writes `user`'s rows: on a Citus node, takes Citus's shard metadata lock of
+/// the user's shards in share mode until the end of the transaction (as Citus's own writers
+/// do: a shard move's switch waits for the write to commit, so that the move carries it, and the
+/// write waits for a switch in progress) and then checks that this node still holds them; a
+/// write that comes after the switch fails with 0F000 (a retry goes to the new node), never
+/// lands in the shard left behind. Nothing on one server.
+pub fn hold_user(client: &mut pgrx::spi::SpiClient<'_>, user: &str) -> Result<()> {
+    let Some(shards) = shards_of_user(user)? else {
+        return Ok(());
+    };
+    if shards.tables.hold(client)? {
+        return Ok(());
+    }
+    STATE.with_borrow_mut(|s| {
+        if let Some(s) = s.as_mut() {
+            s.users.remove(user);
+        }
+    });
+    Err(not_here(user))
 }
 
 /// The per-user tables that hold `user`'s rows here: the extension's on one server, the user's
@@ -190,6 +204,52 @@ pub fn not_delegated(call: &str) -> MemoryError {
 }
 
 const HINT: &str = "Call it as a statement of its own with the user as a constant or a parameter, such as SELECT * FROM agent_memory.memory_recall('user-1', ...); not inside a subquery, a join, a CTE or another function. A shard moved at that moment: try again.";
+
+/// On the coordinator of a Citus cluster whose tables are distributed, runs `sql` (a query of
+/// one value) on every worker, each in a transaction of its own, and returns each worker's
+/// answer; elsewhere, nothing. A worker that fails fails the call, naming it.
+pub fn on_each_worker(sql: &str) -> Result<Vec<String>> {
+    if !distributed()? {
+        return Ok(Vec::new());
+    }
+    Spi::connect(|client| {
+        let group = client
+            .select("SELECT g.groupid FROM pg_catalog.pg_dist_local_group g", Some(1), &[])
+            .map_err(spi("reading this node's group"))?
+            .first()
+            .get_one::<i32>()
+            .map_err(spi("reading this node's group"))?;
+        if group != Some(0) {
+            return Ok(Vec::new());
+        }
+        let rows = client
+            .select("SELECT w.nodename, w.nodeport, w.success, w.result FROM pg_catalog.run_command_on_workers($1) w", None, &[sql.into()])
+            .map_err(spi("running the call on the workers"))?;
+        let mut out = Vec::new();
+        for row in rows {
+            let e = spi("reading a worker's answer");
+            let node =
+                format!("{}:{}", row.get::<String>(1).map_err(&e)?.unwrap_or_default(), row.get::<i32>(2).map_err(&e)?.unwrap_or_default());
+            let result = row.get::<String>(4).map_err(&e)?.unwrap_or_default();
+            if row.get::<bool>(3).map_err(&e)? != Some(true) {
+                return Err(MemoryError::new(
+                    PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+                    format!("worker {node} failed: {result}"),
+                )
+                .hint("The other workers' part is done (each in its own transaction); fix the worker and call this again."));
+            }
+            out.push(result);
+        }
+        Ok(out)
+    })
+}
+
+/// The error of a pass's unit whose shards moved to another node (their new node's passes
+/// take them over).
+pub fn moved() -> MemoryError {
+    MemoryError::new(PgSqlErrorCode::ERRCODE_LOCATOR_EXCEPTION, "a shard this pass runs on moved to another node of the Citus cluster")
+        .hint("Nothing is lost: the pass stopped before writing it, and the node that holds it now runs its passes. Run the pass again here for the rest.")
+}
 
 /// A user's shards on this node.
 #[derive(Clone, Debug)]
@@ -415,6 +475,58 @@ impl TableSet {
         }
     }
 
+    /// Whether this is the extension's own tables (one server).
+    pub fn is_base(&self) -> bool {
+        self.names.is_none()
+    }
+
+    /// A name of this set's own for a piece of the node's bookkeeping (`maintenance_state`),
+    /// such as when its hit counts were last halved.
+    pub fn own_name(&self, name: &str) -> String {
+        match &self.names {
+            None => name.to_string(),
+            Some(names) => format!("{name}:{}", names[0]),
+        }
+    }
+
+    /// For a set of shards (a Citus node), takes Citus's shard metadata lock in share mode
+    /// until the end of the transaction (a shard move's switch waits for it, and it for the
+    /// switch) and says whether this node still holds every shard of the set: a unit of a pass
+    /// writes the shards only then, so that a write is never made to a shard that moved away.
+    /// Always true for the extension's tables.
+    pub fn hold(&self, client: &mut pgrx::spi::SpiClient<'_>) -> Result<bool> {
+        let Some(names) = &self.names else {
+            return Ok(true);
+        };
+        let ids: Vec<i64> = names.iter().filter_map(|n| n.rsplit('_').next().and_then(|id| id.parse().ok())).collect();
+        let owner = client
+            .select("SELECT e.extowner FROM pg_catalog.pg_extension e WHERE e.extname OPERATOR(pg_catalog.=) 'agent_memory'", Some(1), &[])
+            .map_err(spi("finding the extension's owner"))?
+            .first()
+            .get_one::<pg_sys::Oid>()
+            .map_err(spi("finding the extension's owner"))?
+            .ok_or_else(|| missing("extension"))?;
+        // ShareLock (5): what Citus's own writers take before they read the placements.
+        crate::pg::with_rights_of(owner, || {
+            client.select("SELECT pg_catalog.lock_shard_metadata(5, $1::bigint[])", None, &[ids.clone().into()])
+        })
+        .map_err(spi("locking the shards' placement"))?;
+        let held = client
+            .select(
+                "SELECT pg_catalog.count(*) FROM pg_catalog.pg_dist_placement p
+                  WHERE p.shardid OPERATOR(pg_catalog.=) ANY ($1::bigint[]) AND p.shardstate OPERATOR(pg_catalog.=) 1
+                    AND p.groupid OPERATOR(pg_catalog.=) (SELECT g.groupid FROM pg_catalog.pg_dist_local_group g)",
+                None,
+                &[ids.clone().into()],
+            )
+            .map_err(spi("reading the shards' placement"))?
+            .first()
+            .get_one::<i64>()
+            .map_err(spi("reading the shards' placement"))?
+            .unwrap_or(0);
+        Ok(held == ids.len() as i64)
+    }
+
     /// The table of memories of this set (the table recall's hits name).
     pub fn memories_table(&self) -> Result<pg_sys::Oid> {
         match &self.names {
@@ -430,12 +542,37 @@ impl TableSet {
 /// The sets of tables this server's maintenance passes (forgetting, consolidation, packing,
 /// embedding, the hit fold) run on: on one server, the extension's tables.
 ///
-/// On a Citus node, none yet: the extension's tables there are empty shells, and the passes
-/// over the shards a node holds are scale-out step 3.
+/// On a Citus node, one set per colocated group of shards the node holds whole (the
+/// extension's tables there are empty shells): each pass runs over the node's users, and each
+/// user is on one node.
 pub fn local_table_sets() -> Result<Vec<TableSet>> {
     namespace()?;
-    if distributed()? {
-        return Ok(Vec::new());
+    if !distributed()? {
+        return Ok(vec![TableSet::base()]);
     }
-    Ok(vec![TableSet::base()])
+    // The shards of every per-user table on this node, grouped by their hash range (a
+    // colocated group shares it), in the order of `PER_USER`.
+    const LOCAL_GROUPS: &str = "
+        WITH t AS (SELECT t.name, t.i, pg_catalog.format('agent_memory.%I', t.name)::pg_catalog.regclass AS rel
+                     FROM pg_catalog.unnest($1::text[]) WITH ORDINALITY AS t(name, i))
+        SELECT pg_catalog.array_agg(t.name OPERATOR(pg_catalog.||) '_' OPERATOR(pg_catalog.||) d.shardid ORDER BY t.i)
+          FROM t JOIN pg_catalog.pg_dist_shard d ON d.logicalrelid OPERATOR(pg_catalog.=) t.rel
+         WHERE EXISTS (SELECT FROM pg_catalog.pg_dist_placement p
+                        WHERE p.shardid OPERATOR(pg_catalog.=) d.shardid AND p.shardstate OPERATOR(pg_catalog.=) 1
+                          AND p.groupid OPERATOR(pg_catalog.=) (SELECT g.groupid FROM pg_catalog.pg_dist_local_group g))
+         GROUP BY d.shardminvalue
+        HAVING pg_catalog.count(*) OPERATOR(pg_catalog.=) 7
+         ORDER BY d.shardminvalue::bigint";
+    let tables: Vec<String> = agent_memory_core::tables::PER_USER.iter().map(|t| t.to_string()).collect();
+    Spi::connect(|client| {
+        let rows = client.select(LOCAL_GROUPS, None, &[tables.into()]).map_err(spi("finding this node's shards"))?;
+        let mut sets = Vec::new();
+        for row in rows {
+            let names: Vec<String> = row.get::<Vec<String>>(1).map_err(spi("reading this node's shards"))?.unwrap_or_default();
+            if let Ok(names) = <[String; 7]>::try_from(names) {
+                sets.push(TableSet::named(names));
+            }
+        }
+        Ok(sets)
+    })
 }

@@ -102,7 +102,14 @@ impl Driver for InCallerTransaction {
     }
 
     fn unit<R>(&mut self, f: impl FnOnce(&mut SpiClient<'_>) -> Result<R>) -> Result<R> {
-        Spi::connect_mut(f)
+        let tables = &self.tables;
+        Spi::connect_mut(|client| {
+            // On a Citus node: the set's shards are held here for the unit (placement::TableSet::hold).
+            if !tables.hold(client)? {
+                return Err(crate::placement::moved());
+            }
+            f(client)
+        })
     }
 }
 
@@ -198,10 +205,40 @@ pub fn by_hand(job: Job, dry_run: bool, pass: impl Fn(&mut InCallerTransaction) 
         d.tables = set;
         add_steps(&mut steps, pass(&mut d)?);
     }
+    // On the coordinator of a Citus cluster (which holds no user), the same call on every worker,
+    // each over the shards it holds; its steps add up here.
+    let call = format!(
+        "SELECT pg_catalog.json_agg(pg_catalog.json_build_array(s.step, s.rows)) FROM agent_memory.{}(dry_run => {dry_run}) s",
+        job.function()
+    );
+    for answer in crate::placement::on_each_worker(&call)? {
+        let theirs: Vec<(String, i64)> = serde_json::from_str(&answer).unwrap_or_default();
+        let theirs = theirs.into_iter().map(|(name, rows)| Step { name: step_name(&steps, name), rows, ms: 0.0 }).collect();
+        add_steps(&mut steps, theirs);
+    }
     if let Some(run_id) = run_id {
         d.unit(|client| finish_run(client, run_id, Ok(&steps), None))?;
     }
     Ok(steps)
+}
+
+/// The name of a step a worker reported: the same `'static` name as a step of this pass, or the
+/// name kept for the life of the backend (the names of steps are few).
+fn step_name(steps: &Steps, name: String) -> &'static str {
+    thread_local! {
+        static NAMES: std::cell::RefCell<Vec<&'static str>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+    if let Some(s) = steps.iter().find(|s| s.name == name) {
+        return s.name;
+    }
+    NAMES.with_borrow_mut(|names| match names.iter().find(|n| **n == name) {
+        Some(n) => *n,
+        None => {
+            let n: &'static str = Box::leak(name.into_boxed_str());
+            names.push(n);
+            n
+        }
+    })
 }
 
 /// Adds the steps of a pass over one set of tables to those of the sets before (by name, in

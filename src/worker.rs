@@ -338,6 +338,14 @@ impl WorkerDriver {
             ));
         }
         let started = Instant::now();
+        // On a Citus node: the set's shards are held here for the unit (placement::TableSet::hold).
+        let tables = self.tables.clone();
+        let f = move |client: &mut SpiClient<'_>| {
+            if !tables.hold(client)? {
+                return Err(crate::placement::moved());
+            }
+            f(client)
+        };
         let result = if writes { batch_as(&self.role, f) } else { in_transaction_as(&self.role, f) };
         if writes {
             self.longest = self.longest.max(started.elapsed());
@@ -405,6 +413,9 @@ fn run_job(job: Job, role: &str) {
         for set in &sets {
             d.tables = set.clone();
             let more = match job {
+                // The helper process runs on the extension's tables (one server); a Citus node's
+                // sets of shards are forgotten by the worker alone.
+                Job::Forget if !set.is_base() => crate::api::forget::forget_pass(d, false),
                 Job::Forget => {
                     let mut helper = PassHelper { role, run_id, running: None, shared: None, longest: Duration::ZERO };
                     let steps = crate::api::forget::forget_pass_helped(d, &mut helper);

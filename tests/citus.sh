@@ -14,6 +14,7 @@
 #   bash tests/citus.sh          the tier: the cluster up, the probes, the cluster down
 #   bash tests/citus.sh up       the cluster up, left running
 #   bash tests/citus.sh down     the cluster stopped
+#   bash tests/citus.sh restart N  worker N stopped at once (-m immediate) and started again
 # The coordinator listens on AGENT_MEMORY_CITUS_PORT (28860), the workers on the next two ports.
 source "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib.sh"
 NODES=(coordinator worker1 worker2)
@@ -23,6 +24,14 @@ data_of() { echo "$(server_dir "citus-${NODES[$1]}")/data"; }
 down() { for i in 0 1 2; do stop_server "$(data_of "$i")"; done; }
 
 if [ "${1:-}" = down ]; then down; exit 0; fi
+# `restart N`: worker N stopped at once (pg_ctl -m immediate, as a crash would) and started
+# again (the tests' restart of a worker in the middle of a workload).
+if [ "${1:-}" = restart ]; then
+  data="$(data_of "$2")"
+  as_server_user "$(pg_bindir)/pg_ctl" -D "$data" -w -m immediate stop >/dev/null
+  as_server_user "$(pg_bindir)/pg_ctl" -D "$data" -w -t 60 -l "$data/server.log" start >/dev/null
+  exit 0
+fi
 
 set +e
 bash "$ROOT/scripts/citus.sh"
@@ -180,6 +189,7 @@ check "... and nothing was distributed by any refusal" "0" "$(node_psql 0 -tA -c
 # without Citus).
 say "agent_memory on the cluster: distribute() and the calls through the coordinator (tests/tests/citus.rs)"
 if AGENT_MEMORY_CITUS_HOST=localhost AGENT_MEMORY_CITUS_PORT="$BASE" AGENT_MEMORY_CITUS_DB="$DB" \
+   AGENT_MEMORY_CITUS_RESTART="bash $ROOT/tests/citus.sh restart" \
    AGENT_MEMORY_TEST_HOST="${AGENT_MEMORY_TEST_HOST:-localhost}" AGENT_MEMORY_TEST_PORT="${AGENT_MEMORY_TEST_PORT:-$BASE}" \
    timeout 1200 cargo test -p agent_memory_tests --test citus -- --ignored --test-threads=1; then
   PASSED=$((PASSED + 1))

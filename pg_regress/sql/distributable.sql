@@ -178,3 +178,8 @@ SELECT * FROM agent_memory.distribute();
 RESET ROLE;
 SELECT agent_memory.revoke_access('dist_writer');
 DROP ROLE dist_writer;
+
+-- cluster_runs() on one server: its own last runs (the passes of the tests before), as node local.
+SELECT (SELECT count(*) FROM agent_memory.cluster_runs()) = (SELECT count(*) FROM agent_memory.last_runs) AS same_runs,
+       (SELECT count(*) FROM agent_memory.cluster_runs()) > 0 AS some_runs,
+       (SELECT bool_and(node = 'local') FROM agent_memory.cluster_runs()) AS all_local;

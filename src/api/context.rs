@@ -278,6 +278,7 @@ pub fn context(
         let ids: Vec<i64> = out.iter().chain(long_term.iter()).filter_map(|r| r.memory_id).collect();
         if !ids.is_empty() {
             Spi::connect_mut(|client| {
+                crate::placement::hold_user(client, user)?;
                 crate::plans::write(client, crate::placement::sql_for(user, TOUCH)?, &[ids.into(), user.into()])
                     .map(|_| ())
                     .map_err(spi("refreshing the memories"))

@@ -85,10 +85,12 @@ WITH c AS (SELECT t.ctid AS t, t.user_id, t.id FROM agent_memory.turns t WHERE t
 SELECT count(*) FROM d";
 const PURGE_TURNS_COUNT: &str = "SELECT count(*) FROM agent_memory.turns t WHERE t.created_at < now() - make_interval(mins => $1)";
 
+/// When the set's hit counts were last halved (`hits_halved` for the extension's tables; each
+/// set of shards of a Citus node keeps its own clock: `TableSet::own_name`).
 const HALVED_AT: &str = "\
-SELECT now() - s.done_at >= make_interval(mins => $1) FROM agent_memory.maintenance_state s WHERE s.name = 'hits_halved'";
+SELECT now() - s.done_at >= make_interval(mins => $1) FROM agent_memory.maintenance_state s WHERE s.name = $2";
 const MARK_HALVED: &str = "\
-INSERT INTO agent_memory.maintenance_state (name, done_at) VALUES ('hits_halved', now()) \
+INSERT INTO agent_memory.maintenance_state (name, done_at) VALUES ($1, now()) \
 ON CONFLICT (name) DO UPDATE SET done_at = excluded.done_at";
 /// `(hit_count + 1) / 2` is `agent_memory_core::forget::halve_hits`: a memory recalled once
 /// stays recalled. Rows are taken in id order from `$2` on, so every row is halved once.
@@ -356,9 +358,12 @@ fn expire<D: Driver>(d: &mut D, dry_run: bool, batch: i64) -> Result<i64> {
 fn age_hits<D: Driver>(d: &mut D, dry_run: bool, batch: i64) -> Result<i64> {
     let t = d.tables().clone();
     let halflife = gucs::hit_halflife_minutes().min(i32::MAX as i64) as i32;
+    let clock = t.own_name("hits_halved");
     let due: Option<bool> = d.read(|c| {
-        first_value::<bool>(crate::plans::read(c, HALVED_AT, &[halflife.into()]).map_err(spi("reading when hits were halved"))?)
-            .map_err(spi("reading when hits were halved"))
+        first_value::<bool>(
+            crate::plans::read(c, HALVED_AT, &[halflife.into(), clock.as_str().into()]).map_err(spi("reading when hits were halved"))?,
+        )
+        .map_err(spi("reading when hits were halved"))
     })?;
     if dry_run {
         return if due == Some(true) { d.read(|c| tally(c, t.sql(HALVE_COUNT), &[], "counting hit counts")) } else { Ok(0) };
@@ -369,7 +374,7 @@ fn age_hits<D: Driver>(d: &mut D, dry_run: bool, batch: i64) -> Result<i64> {
     // Due, or the first pass, which only starts the clock. The clock is set before the
     // halving, so a pass stopped half-way halves no row twice.
     d.unit(|c| {
-        crate::plans::write(c, MARK_HALVED, &[]).map_err(spi("recording the halving"))?;
+        crate::plans::write(c, MARK_HALVED, &[clock.as_str().into()]).map_err(spi("recording the halving"))?;
         Ok(())
     })?;
     if due.is_none() {

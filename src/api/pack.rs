@@ -341,6 +341,7 @@ fn pack_user(user_id: Option<&str>, model: Option<&str>) -> Result<i64> {
             .hint("Run it as an agent_memory admin (agent_memory.grant_access(role, 'admin')); the background worker packs every user by itself."));
         }
         let tables = crate::placement::tables_of_user(user)?;
+        crate::placement::hold_user(client, user)?;
         let models: Vec<String> = {
             let table =
                 client.select(tables.sql(USER_MODELS), None, &[user.into(), model.into()]).map_err(spi("reading the user's models"))?;

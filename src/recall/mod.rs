@@ -958,6 +958,7 @@ fn recall_pass(
         let asked: Vec<i64> = ids.iter().copied().filter(|id| !details.contains_key(id)).collect();
         if !asked.is_empty() {
             let table = if touching {
+                crate::placement::hold_user(client, user)?;
                 crate::plans::write(client, crate::placement::sql_for(user, TOUCH_RETURNING)?, &[asked.into(), user.into()])
             } else {
                 crate::plans::read(client, crate::placement::sql_for(user, DETAILS)?, &[asked.into(), user.into()])

@@ -1042,3 +1042,292 @@ fn evidence_by_id_and_a_model_registered_inside_a_call_answer_as_on_one_server()
     tx.commit().unwrap();
     assert_eq!(action, "ADD");
 }
+
+#[test]
+#[ignore = "needs the Citus cluster of tests/citus.sh"]
+fn forgetting_called_on_the_coordinator_runs_on_every_worker_over_its_own_shards() {
+    let mut cl = coordinator();
+    let users: Vec<String> = (0..30).map(|u| format!("maint-{u:03}")).collect();
+    let mut rng = Rng(31);
+    for user in &users {
+        cl.execute("SELECT count(*) FROM agent_memory.memory_erase($1)", &[user]).unwrap();
+        let facts: Vec<serde_json::Value> =
+            (0..4).map(|i| serde_json::json!({"content": format!("maintenance note {i} of {user}"), "emb": rng.vector(DIMS)})).collect();
+        cl.query(
+            "SELECT * FROM agent_memory.memory_reconcile_batch($1, $2::text::jsonb, 'm16')",
+            &[user, &serde_json::Value::from(facts).to_string()],
+        )
+        .unwrap();
+    }
+    // Two memories of each user expired an hour ago.
+    let expired = cl
+        .execute(
+            "UPDATE agent_memory.memories SET expires_at = now() - interval '1 hour'
+              WHERE user_id LIKE 'maint-%' AND content ~ 'note [01] '",
+            &[],
+        )
+        .unwrap();
+    assert_eq!(expired, 60);
+    let holders: std::collections::BTreeSet<u16> = users.iter().map(|u| holder(&mut cl, u)).collect();
+    assert_eq!(holders.len(), 2, "the users are on both workers");
+    let runs_before =
+        |n: u16| -> i64 { node(n).query_one("SELECT count(*) FROM agent_memory.runs WHERE job = 'forget'", &[]).unwrap().get(0) };
+    let before = [runs_before(1), runs_before(2)];
+    // A dry run says what would go, on every worker, and changes nothing.
+    let dry: i64 = cl
+        .query("SELECT step, rows FROM agent_memory.memory_forget(dry_run => true)", &[])
+        .unwrap()
+        .iter()
+        .filter(|r| r.get::<_, String>(0) == "expire")
+        .map(|r| r.get::<_, i64>(1))
+        .sum();
+    assert!(dry >= 60, "a dry run through the coordinator counts the expired memories of both workers: {dry}");
+    let still: i64 =
+        cl.query_one("SELECT count(*) FROM agent_memory.memories WHERE user_id LIKE 'maint-%' AND active", &[]).unwrap().get(0);
+    assert_eq!(still, 120);
+    let steps: Vec<(String, i64)> =
+        cl.query("SELECT step, rows FROM agent_memory.memory_forget()", &[]).unwrap().iter().map(|r| (r.get(0), r.get(1))).collect();
+    let expire: i64 = steps.iter().filter(|(s, _)| s == "expire").map(|(_, n)| n).sum();
+    assert!(expire >= 60, "the expire step on both workers: {steps:?}");
+    // Every expired memory of every user is retired, once, on the node that holds it; the
+    // others are untouched.
+    for user in &users {
+        let (active, retired): (i64, i64) = {
+            let r = cl
+                .query_one(
+                    "SELECT count(*) FILTER (WHERE active), count(*) FILTER (WHERE NOT active AND retired_reason = 'expired')
+                       FROM agent_memory.memories WHERE user_id = $1",
+                    &[user],
+                )
+                .unwrap();
+            (r.get(0), r.get(1))
+        };
+        assert_eq!((active, retired), (2, 2), "{user}");
+    }
+    // Each worker recorded its own run; the coordinator holds no shard and forgot nothing itself.
+    assert_eq!(runs_before(1), before[0] + 1);
+    assert_eq!(runs_before(2), before[1] + 1);
+    // The coordinator shows every node's runs: the run of each worker, with its steps.
+    let (_, base, _) = cluster_env();
+    let seen: Vec<(String, i64)> = cl
+        .query(
+            "SELECT node, (steps->>'expire')::bigint FROM agent_memory.cluster_runs()
+              WHERE job = 'forget' AND id = (SELECT max(r.id) FROM agent_memory.cluster_runs() r WHERE r.node = cluster_runs.node AND r.job = 'forget')
+              ORDER BY node",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get::<_, Option<i64>>(1).unwrap_or(0)))
+        .collect();
+    let workers: Vec<String> = seen
+        .iter()
+        .map(|(n, _)| n.clone())
+        .filter(|n| n.ends_with(&format!(":{}", base + 1)) || n.ends_with(&format!(":{}", base + 2)))
+        .collect();
+    assert_eq!(workers.len(), 2, "{seen:?}");
+    assert!(seen.iter().map(|(_, n)| n).sum::<i64>() >= 60, "{seen:?}");
+    // Called on a worker, the pass runs over that worker's shards only.
+    let on_worker: Vec<(String, i64)> =
+        node(1).query("SELECT step, rows FROM agent_memory.memory_forget()", &[]).unwrap().iter().map(|r| (r.get(0), r.get(1))).collect();
+    assert!(on_worker.iter().any(|(s, _)| s == "expire"), "{on_worker:?}");
+    // Consolidation too runs through the coordinator on every worker.
+    cl.query("SELECT * FROM agent_memory.memory_consolidate()", &[]).unwrap();
+}
+
+/// What a workload came to: acknowledged writes per user, failed calls, calls, the first
+/// distinct errors.
+type Outcome = (BTreeMap<String, i64>, usize, usize, Vec<String>);
+
+/// A workload through the coordinator on `users` until `stop`: each round writes one memory of
+/// each user and recalls it.
+fn workload(users: Vec<String>, stop: std::sync::Arc<std::sync::atomic::AtomicBool>) -> std::thread::JoinHandle<Outcome> {
+    std::thread::spawn(move || {
+        let mut acked: BTreeMap<String, i64> = users.iter().map(|u| (u.clone(), 0)).collect();
+        let (mut failed, mut calls) = (0, 0);
+        let mut errors: Vec<String> = Vec::new();
+        let mut note = |e: String| {
+            if errors.len() < 5 && !errors.contains(&e) {
+                errors.push(e);
+            }
+        };
+        let connect = || {
+            let (host, port, db) = cluster_env();
+            Client::connect(&format!("host={host} port={port} user=postgres dbname={db}"), NoTls).ok()
+        };
+        let mut c: Option<Client> = connect();
+        let mut rng = Rng(77);
+        let mut round = 0;
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            round += 1;
+            for u in &users {
+                let Some(cl) = c.as_mut() else {
+                    c = connect();
+                    failed += 1;
+                    note("connecting to the coordinator failed".into());
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                    continue;
+                };
+                calls += 2;
+                // Each on an axis of its own and far from the rest: a new memory each round.
+                let e = emb(&mut rng);
+                match cl.query(
+                    "SELECT * FROM agent_memory.memory_reconcile($1, NULL, NULL, NULL, $2, $3::vector, model => 'm16')",
+                    &[u, &format!("round {round} of {u}"), &e],
+                ) {
+                    Ok(rows) => *acked.get_mut(u).unwrap() += rows.iter().filter(|r| r.get::<_, String>(0) == "ADD").count() as i64,
+                    Err(e) => {
+                        failed += 1;
+                        note(format!(
+                            "reconcile: {} {}",
+                            e.code().map(|s| s.code()).unwrap_or("-"),
+                            e.as_db_error().map(|d| d.message().to_string()).unwrap_or_else(|| e.to_string())
+                        ));
+                    }
+                }
+                match cl.query("SELECT id FROM agent_memory.memory_recall($1, $2::vector, 3, model => 'm16', touch => false)", &[u, &e]) {
+                    Ok(rows) if !rows.is_empty() => {}
+                    Ok(_) => {
+                        failed += 1;
+                        note(format!("recall of {u} in round {round} found nothing"));
+                    }
+                    Err(e) => {
+                        failed += 1;
+                        note(format!(
+                            "recall: {} {}",
+                            e.code().map(|s| s.code()).unwrap_or("-"),
+                            e.as_db_error().map(|d| d.message().to_string()).unwrap_or_else(|| e.to_string())
+                        ));
+                    }
+                }
+                if cl.is_closed() {
+                    c = None;
+                }
+            }
+        }
+        (acked, failed, calls, errors)
+    })
+}
+
+/// Per user: (rows, a hash of every row's id, version, content and activity), read through the
+/// coordinator.
+fn fingerprint(c: &mut Client, users: &[String]) -> BTreeMap<String, (i64, String)> {
+    users
+        .iter()
+        .map(|u| {
+            let r = c
+                .query_one(
+                    "SELECT count(*), coalesce(md5(string_agg(id || ':' || version || ':' || content || ':' || active, ',' ORDER BY id)), '')
+                       FROM agent_memory.memories WHERE user_id = $1",
+                    &[u],
+                )
+                .unwrap();
+            (u.clone(), (r.get(0), r.get(1)))
+        })
+        .collect()
+}
+
+#[test]
+#[ignore = "needs the Citus cluster of tests/citus.sh"]
+fn a_shard_moved_in_the_middle_of_a_workload_loses_nothing_and_recall_keeps_answering() {
+    let mut cl = coordinator();
+    let users: Vec<String> = (0..8).map(|i| format!("mover-{i}")).collect();
+    for u in &users {
+        cl.execute("SELECT count(*) FROM agent_memory.memory_erase($1)", &[u]).unwrap();
+    }
+    let moved = users[0].clone();
+    let (from, shard): (u16, i64) = (
+        holder(&mut cl, &moved),
+        cl.query_one("SELECT get_shard_id_for_distribution_column('agent_memory.memories', $1::text)", &[&moved]).unwrap().get(0),
+    );
+    let to = 3 - from;
+    let (_, base, _) = cluster_env();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let work = workload(users.clone(), stop.clone());
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    // The shard and its colocated shards (turns, packs, tasks, ...) go to the other worker, by
+    // logical replication while the writes go on (the default mode).
+    // Moved there, back, and there again: each switch is a moment a write could be lost.
+    for (a, b) in [(from, to), (to, from), (from, to)] {
+        cl.execute(
+            "SELECT citus_move_shard_placement($1, 'localhost', $2, 'localhost', $3)",
+            &[&shard, &(base as i32 + a as i32), &(base as i32 + b as i32)],
+        )
+        .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(700));
+    }
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (acked, failed, calls, errors) = work.join().unwrap();
+    println!("shard move: {calls} calls, {failed} failed {errors:?}, writes acknowledged {acked:?}");
+    assert_eq!(holder(&mut cl, &moved), to, "the shard of {moved} moved to worker {to}");
+    // A call at the switch may be refused with 0F000 (retry); nothing else fails.
+    assert!(errors.iter().all(|e| e.contains("0F000")), "{errors:?}");
+    assert!(failed * 20 <= calls, "{failed} of {calls} calls failed: {errors:?}");
+    let after = fingerprint(&mut cl, &users);
+    for (u, n) in &acked {
+        assert!(*n > 0);
+        assert_eq!(after[u].0, *n, "every acknowledged write of {u} is kept");
+    }
+    // Recall of the moved user answers from its new node; the old node refuses a call made there
+    // instead of reading the shard's table it keeps until Citus drops it.
+    let got = cl
+        .query("SELECT id FROM agent_memory.memory_recall($1, $2::vector, 5, model => 'm16', touch => false)", &[&moved, &emb(&mut Rng(3))])
+        .unwrap();
+    assert_eq!(got.len(), 5);
+    let err = node(from)
+        .query(
+            "SELECT id FROM agent_memory.memory_recall($1, $2::vector, 3, model => 'm16') r WHERE r.id > 0",
+            &[&moved, &emb(&mut Rng(4))],
+        )
+        .unwrap_err();
+    assert_eq!(err.code().map(|s| s.code()), Some("0F000"), "{err}");
+    // The old node's passes no longer touch the moved shards; the new node's do.
+    let sets = |n: u16| -> i64 {
+        node(n)
+            .query_one(
+                "SELECT count(*) FROM pg_dist_placement p WHERE p.shardid = $1
+                    AND p.groupid = (SELECT groupid FROM pg_dist_local_group)",
+                &[&shard],
+            )
+            .unwrap()
+            .get(0)
+    };
+    assert_eq!((sets(from), sets(to)), (0, 1));
+    node(from).query("SELECT * FROM agent_memory.memory_forget()", &[]).unwrap();
+    assert_eq!(fingerprint(&mut cl, &users), after, "a pass on the old node changed nothing of the moved users");
+}
+
+#[test]
+#[ignore = "needs the Citus cluster of tests/citus.sh"]
+fn a_worker_restarted_in_the_middle_of_a_workload_loses_no_acknowledged_memory() {
+    let restart =
+        std::env::var("AGENT_MEMORY_CITUS_RESTART").expect("AGENT_MEMORY_CITUS_RESTART is not set: run these tests through tests/citus.sh");
+    let mut cl = coordinator();
+    let users: Vec<String> = (0..8).map(|i| format!("restart-{i}")).collect();
+    for u in &users {
+        cl.execute("SELECT count(*) FROM agent_memory.memory_erase($1)", &[u]).unwrap();
+    }
+    let on_2 = users.iter().filter(|u| holder(&mut cl, u) == 2).count();
+    assert!(on_2 > 0 && on_2 < users.len(), "the users are on both workers");
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let work = workload(users.clone(), stop.clone());
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let status = std::process::Command::new("bash").args(["-c", &format!("{restart} 2")]).status().unwrap();
+    assert!(status.success(), "restarting worker 2");
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (acked, failed, calls, errors) = work.join().unwrap();
+    println!("worker restart: {calls} calls, {failed} failed while worker 2 was down {errors:?}, writes acknowledged {acked:?}");
+    let after = fingerprint(&mut cl, &users);
+    for (u, n) in &acked {
+        // A write whose answer was lost with the connection may have committed: never fewer.
+        assert!(after[u].0 >= *n && *n > 0, "{u}: {} rows, {n} acknowledged", after[u].0);
+        let got = cl
+            .query("SELECT id FROM agent_memory.memory_recall($1, $2::vector, 3, model => 'm16', touch => false)", &[u, &emb(&mut Rng(5))])
+            .unwrap();
+        assert_eq!(got.len(), 3, "recall of {u} answers after the restart");
+    }
+    // The rows are the same when read again (nothing half-written surfaces later).
+    assert_eq!(fingerprint(&mut cl, &users), after);
+}
