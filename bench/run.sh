@@ -10,6 +10,10 @@
 #   bench/run.sh policy    the tenant policy as a writer role: 0.9.0's subquery vs a SQL function per row vs the library's
 #   bench/run.sh quality   evidence recall on real conversations (shared/eval), before and after maintenance;
 #                          writes docs/quality.md
+#   bench/run.sh citus     recall on a Citus cluster (a coordinator and two workers on this machine,
+#                          tests/citus.sh up) beside one server: latency through the coordinator, on
+#                          the worker and on one server; throughput with two workers and one (drained).
+#                          Needs PostgreSQL 16: PG_CONFIG="$(bash scripts/pg16.sh)" bench/run.sh citus
 # Figures are printed and written under target/agent_memory/.
 source "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib.sh"
 which="${1:-write}"
@@ -34,6 +38,13 @@ if [ "$which" = storage ]; then
   psql -X -h "$SOCK" -p "$PORT" -U postgres -d postgres -q -c "DROP DATABASE IF EXISTS am_bench_storage" -c "CREATE DATABASE am_bench_storage"
   psql -X -h "$SOCK" -p "$PORT" -U postgres -d am_bench_storage -f "$ROOT/bench/storage.sql" | tee "$ROOT/target/agent_memory/bench-storage.md"
   exit 0
+fi
+if [ "$which" = citus ]; then
+  # The cluster on ports of its own (the tests' tier uses 28860-28862), left running for the next
+  # run; `AGENT_MEMORY_CITUS_PORT=28870 bash tests/citus.sh down` stops it.
+  export AGENT_MEMORY_CITUS_PORT="${AGENT_MEMORY_CITUS_PORT:-28870}"
+  AGENT_MEMORY_INSTALLED=1 bash "$ROOT/tests/citus.sh" up >/dev/null || die "the Citus cluster did not start (tests/citus.sh up)"
+  export AGENT_MEMORY_CITUS_HOST=localhost AGENT_MEMORY_CITUS_DB=agent_memory_citus
 fi
 cargo build --release -p agent_memory_bench --bin "$which" 2>&1 | tail -1
 if [ "$which" = quality ] || [ "$which" = embed ]; then
