@@ -83,8 +83,8 @@ fn load(c: &mut Client, users: usize) {
     }
 }
 
-const VECTOR: &str = "SELECT id FROM agent_memory.memory_recall($1, $2, 10, model => 'm384', touch => false)";
-const HYBRID: &str = "SELECT id FROM agent_memory.memory_recall($1, $2, 10, model => 'm384', query_text => $3, touch => false)";
+const VECTOR: &str = "SELECT id FROM agent_memory.memory_recall($1, $2::vector, 10, model => 'm384', touch => false)";
+const HYBRID: &str = "SELECT id FROM agent_memory.memory_recall($1, $2::vector, 10, model => 'm384', query_text => $3, touch => false)";
 
 fn queries(n: usize, seed: u64) -> Vec<(Vector, String)> {
     let mut rng = Rng(seed);
@@ -154,7 +154,8 @@ fn throughput(dsn: &str, users: &[String], secs: Duration) -> f64 {
 fn main() {
     let n = users();
     let mut admin = connect(&single().replace("am_bench_citus_single", "postgres"));
-    admin.batch_execute("DROP DATABASE IF EXISTS am_bench_citus_single WITH (FORCE); CREATE DATABASE am_bench_citus_single").unwrap();
+    admin.batch_execute("DROP DATABASE IF EXISTS am_bench_citus_single WITH (FORCE)").unwrap();
+    admin.batch_execute("CREATE DATABASE am_bench_citus_single").unwrap();
     let mut one = connect(&single());
     one.batch_execute(
         "SET client_min_messages = warning; CREATE EXTENSION agent_memory CASCADE; SELECT agent_memory.register_model('m384', 384)",
