@@ -198,5 +198,41 @@ else
   note "FAILED: tests/tests/citus.rs (coordinator log: $(data_of 0)/server.log)"
 fi
 
+# The workers' own background passes over their shards: worker_databases set on both workers
+# (a restart: the setting is read at start), a short forgetting interval, then 20 users written
+# through the coordinator (one top-level call each: \gexec), one memory of each expired, and a
+# recall whose hit the worker folds.
+say "The workers' background passes over their own shards (agent_memory.worker_databases on the workers)"
+for i in 1 2; do
+  printf "agent_memory.worker_databases = '%s'\nagent_memory.forget_interval = 3\nagent_memory.hit_fold_interval = 300\n" "$DB" \
+    | as_server_user tee -a "$(data_of "$i")/agent_memory.conf" >/dev/null
+  as_server_user "$(pg_bindir)/pg_ctl" -D "$(data_of "$i")" -w -t 60 -m fast restart -l "$(data_of "$i")/server.log" >/dev/null
+done
+node_psql 0 -tA >/dev/null <<'SQL'
+SELECT agent_memory.register_model('m4', 4);
+SELECT pg_catalog.format('SELECT count(*) FROM agent_memory.memory_reconcile_batch(%L, %L::jsonb, %L)', 'bg-' || i,
+       '[{"content": "bg note a", "emb": [1, 0, 0, 0]}, {"content": "bg note b", "emb": [0, 1, 0, 0]}]', 'm4')
+  FROM generate_series(1, 20) i \gexec
+UPDATE agent_memory.memories SET expires_at = now() - interval '1 minute' WHERE user_id LIKE 'bg-%' AND content = 'bg note a';
+SELECT content FROM agent_memory.memory_recall('bg-1', '[0, 1, 0, 0]'::vector, 1, model => 'm4');
+SQL
+wait_for() {  # wait_for SQL WANT: polls the coordinator (up to 60 s) until SQL answers WANT; prints the last answer
+  local got=""
+  for _ in $(seq 1 60); do
+    got="$(node_psql 0 -tA -c "$1" 2>&1)"
+    [ "$got" = "$2" ] && break
+    sleep 1
+  done
+  echo "$got"
+}
+check "the workers' own passes retire each expired memory once" "20" \
+  "$(wait_for "SELECT count(*) FROM agent_memory.memories WHERE user_id LIKE 'bg-%' AND retired_reason = 'expired'" 20)"
+check "... both workers ran them (their runs, through cluster_runs)" "2" \
+  "$(wait_for "SELECT count(DISTINCT node) FROM agent_memory.cluster_runs() WHERE by_worker AND job = 'forget' AND (steps->>'expire')::int > 0" 2)"
+check "... and the holder's worker folded the recall's hit into its shard" "1" \
+  "$(wait_for "SELECT hit_count FROM agent_memory.memories WHERE user_id = 'bg-1' AND content = 'bg note b'" 1)"
+check "... the other memories are kept" "20" \
+  "$(node_psql 0 -tA -c "SELECT count(*) FROM agent_memory.memories WHERE user_id LIKE 'bg-%' AND content = 'bg note b' AND active")"
+
 echo "citus: $PASSED passed, $FAILED failed"
 [ "$FAILED" -eq 0 ]
