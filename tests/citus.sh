@@ -200,8 +200,9 @@ fi
 
 # The workers' own background passes over their shards: worker_databases set on both workers
 # (a restart: the setting is read at start), a short forgetting interval, then 20 users written
-# through the coordinator (one top-level call each: \gexec), one memory of each expired, and a
-# recall whose hit the worker folds.
+# through the coordinator (one top-level call each: \gexec), one memory of each expired, a recall
+# whose hit the worker folds, and a memory written with agent_memory.embed_async (SET LOCAL
+# reaches the worker) that the worker embeds.
 say "The workers' background passes over their own shards (agent_memory.worker_databases on the workers)"
 for i in 1 2; do
   printf "agent_memory.worker_databases = '%s'\nagent_memory.forget_interval = 3\nagent_memory.hit_fold_interval = 300\n" "$DB" \
@@ -215,6 +216,10 @@ SELECT pg_catalog.format('SELECT count(*) FROM agent_memory.memory_reconcile_bat
   FROM generate_series(1, 20) i \gexec
 UPDATE agent_memory.memories SET expires_at = now() - interval '1 minute' WHERE user_id LIKE 'bg-%' AND content = 'bg note a';
 SELECT content FROM agent_memory.memory_recall('bg-1', '[0, 1, 0, 0]'::vector, 1, model => 'm4');
+BEGIN;
+SET LOCAL agent_memory.embed_async = on;
+SELECT action FROM agent_memory.memory_reconcile('bg-2', NULL, NULL, NULL, 'bg note written without its embedding');
+COMMIT;
 SQL
 wait_for() {  # wait_for SQL WANT: polls the coordinator (up to 60 s) until SQL answers WANT; prints the last answer
   local got=""
@@ -231,6 +236,8 @@ check "... both workers ran them (their runs, through cluster_runs)" "2" \
   "$(wait_for "SELECT count(DISTINCT node) FROM agent_memory.cluster_runs() WHERE by_worker AND job = 'forget' AND (steps->>'expire')::int > 0" 2)"
 check "... and the holder's worker folded the recall's hit into its shard" "1" \
   "$(wait_for "SELECT hit_count FROM agent_memory.memories WHERE user_id = 'bg-1' AND content = 'bg note b'" 1)"
+check "... the holder's worker embedded the memory written without its embedding" "1" \
+  "$(wait_for "SELECT count(*) FROM agent_memory.memories WHERE user_id = 'bg-2' AND content LIKE '%without its embedding' AND emb IS NOT NULL" 1)"
 check "... the other memories are kept" "20" \
   "$(node_psql 0 -tA -c "SELECT count(*) FROM agent_memory.memories WHERE user_id LIKE 'bg-%' AND content = 'bg note b' AND active")"
 
