@@ -42,18 +42,24 @@ pub const UNLOCK_JOB_SESSION: &str = concat!("SELECT pg_catalog.pg_advisory_unlo
 
 const OWNER: &str = "SELECT e.extowner FROM pg_catalog.pg_extension e WHERE e.extname = 'agent_memory'";
 
-/// Runs a statement that reads the extension's secrets (a lock statement above, or one that
-/// spells a key in SQL) with the rights of the extension's owner.
-pub fn as_owner<'c>(client: &mut SpiClient<'c>, sql: &'static str, args: &[pgrx::datum::DatumWithOid<'_>]) -> Result<SpiTupleTable<'c>> {
+/// The role that owns the extension (whose rights `pg::with_rights_of` lends to reads of its
+/// secrets and of Citus's shard metadata).
+pub fn extension_owner(client: &mut SpiClient<'_>) -> Result<pg_sys::Oid> {
     let owner: Option<pg_sys::Oid> = first_value(crate::plans::read(client, OWNER, &[]).map_err(spi("finding the extension's owner"))?)
         .map_err(spi("finding the extension's owner"))?;
-    let owner = owner.ok_or_else(|| {
+    owner.ok_or_else(|| {
         MemoryError::new(
             pgrx::PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
             "the agent_memory extension is not installed in this database",
         )
         .hint("CREATE EXTENSION agent_memory CASCADE;")
-    })?;
+    })
+}
+
+/// Runs a statement that reads the extension's secrets (a lock statement above, or one that
+/// spells a key in SQL) with the rights of the extension's owner.
+pub fn as_owner<'c>(client: &mut SpiClient<'c>, sql: &'static str, args: &[pgrx::datum::DatumWithOid<'_>]) -> Result<SpiTupleTable<'c>> {
+    let owner = extension_owner(client)?;
     crate::pg::with_rights_of(owner, || crate::plans::read(client, sql, args)).map_err(spi("taking a lock"))
 }
 

@@ -246,7 +246,7 @@ pub fn on_each_worker(sql: &str) -> Result<Vec<String>> {
 
 /// The error of a pass's unit whose shards moved to another node (their new node's passes
 /// take them over).
-pub fn moved() -> MemoryError {
+fn moved() -> MemoryError {
     MemoryError::new(PgSqlErrorCode::ERRCODE_LOCATOR_EXCEPTION, "a shard this pass runs on moved to another node of the Citus cluster")
         .hint("Nothing is lost: the pass stopped before writing it, and the node that holds it now runs its passes. Run the pass again here for the rest.")
 }
@@ -351,16 +351,10 @@ fn shards_of_user(user: &str) -> Result<Option<Shards>> {
                           AND p.groupid OPERATOR(pg_catalog.=) (SELECT g.groupid FROM pg_catalog.pg_dist_local_group g))
          ORDER BY s.i";
     let tables: Vec<String> = agent_memory_core::tables::PER_USER.iter().map(|t| t.to_string()).collect();
-    let found: Vec<String> = Spi::connect(|client| {
+    let found: Vec<String> = Spi::connect_mut(|client| {
         // Citus finds a shard only for a role that may read its table: read with the extension
         // owner's rights (a writer may not read the pack tables).
-        let owner = client
-            .select("SELECT e.extowner FROM pg_catalog.pg_extension e WHERE e.extname OPERATOR(pg_catalog.=) 'agent_memory'", Some(1), &[])
-            .map_err(spi("finding the extension's owner"))?
-            .first()
-            .get_one::<pg_sys::Oid>()
-            .map_err(spi("finding the extension's owner"))?
-            .ok_or_else(|| missing("extension"))?;
+        let owner = crate::locks::extension_owner(client)?;
         let rows = crate::pg::with_rights_of(owner, || client.select(FIND, None, &[user.into(), tables.clone().into()]))
             .map_err(spi("finding the user's shards on this node"))?;
         let mut names = Vec::with_capacity(7);
@@ -458,8 +452,7 @@ impl TableSet {
             return s;
         }
         // Leaked once per statement and set; the sets of a node are few.
-        let qualified = names.clone().map(|n| format!("agent_memory.\"{}\"", n.replace('"', "\"\"")));
-        let renamed: &'static str = Box::leak(agent_memory_core::tables::rename(sql, &qualified).into_boxed_str());
+        let renamed: &'static str = Box::leak(self.sql_owned(sql).into_boxed_str());
         RENAMED.with_borrow_mut(|r| r.insert(key, renamed));
         renamed
     }
@@ -472,6 +465,16 @@ impl TableSet {
                 let qualified = names.clone().map(|n| format!("agent_memory.\"{}\"", n.replace('"', "\"\"")));
                 agent_memory_core::tables::rename(sql, &qualified)
             }
+        }
+    }
+
+    /// [`TableSet::hold`], failing (0F000) when a shard of the set moved away: a unit of a pass
+    /// starts with it.
+    pub fn hold_or_moved(&self, client: &mut pgrx::spi::SpiClient<'_>) -> Result<()> {
+        if self.hold(client)? {
+            Ok(())
+        } else {
+            Err(moved())
         }
     }
 
@@ -499,13 +502,7 @@ impl TableSet {
             return Ok(true);
         };
         let ids: Vec<i64> = names.iter().filter_map(|n| n.rsplit('_').next().and_then(|id| id.parse().ok())).collect();
-        let owner = client
-            .select("SELECT e.extowner FROM pg_catalog.pg_extension e WHERE e.extname OPERATOR(pg_catalog.=) 'agent_memory'", Some(1), &[])
-            .map_err(spi("finding the extension's owner"))?
-            .first()
-            .get_one::<pg_sys::Oid>()
-            .map_err(spi("finding the extension's owner"))?
-            .ok_or_else(|| missing("extension"))?;
+        let owner = crate::locks::extension_owner(client)?;
         // ShareLock (5): what Citus's own writers take before they read the placements.
         crate::pg::with_rights_of(owner, || {
             client.select("SELECT pg_catalog.lock_shard_metadata(5, $1::bigint[])", None, &[ids.clone().into()])

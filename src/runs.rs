@@ -104,10 +104,8 @@ impl Driver for InCallerTransaction {
     fn unit<R>(&mut self, f: impl FnOnce(&mut SpiClient<'_>) -> Result<R>) -> Result<R> {
         let tables = &self.tables;
         Spi::connect_mut(|client| {
-            // On a Citus node: the set's shards are held here for the unit (placement::TableSet::hold).
-            if !tables.hold(client)? {
-                return Err(crate::placement::moved());
-            }
+            // On a Citus node: the set's shards are held here for the unit.
+            tables.hold_or_moved(client)?;
             f(client)
         })
     }

@@ -341,9 +341,7 @@ impl WorkerDriver {
         // On a Citus node: the set's shards are held here for the unit (placement::TableSet::hold).
         let tables = self.tables.clone();
         let f = move |client: &mut SpiClient<'_>| {
-            if !tables.hold(client)? {
-                return Err(crate::placement::moved());
-            }
+            tables.hold_or_moved(client)?;
             f(client)
         };
         let result = if writes { batch_as(&self.role, f) } else { in_transaction_as(&self.role, f) };

@@ -175,6 +175,11 @@ SELECT agent_memory.grant_access('dist_writer', 'writer');
 SET ROLE dist_writer;
 SELECT * FROM agent_memory.distribute();
 \echo :LAST_ERROR_SQLSTATE
+-- nor read every node's runs, nor make calls on the workers.
+SELECT count(*) FROM agent_memory.cluster_runs();
+\echo :LAST_ERROR_SQLSTATE
+SELECT agent_memory.on_workers('pg_catalog.now()');
+\echo :LAST_ERROR_SQLSTATE
 RESET ROLE;
 SELECT agent_memory.revoke_access('dist_writer');
 DROP ROLE dist_writer;
