@@ -11,6 +11,8 @@ REVOKE ALL ON ALL FUNCTIONS IN SCHEMA agent_memory FROM PUBLIC;
 -- The write trigger asks whether a memory written without an embedding waits for the worker
 -- (agent_memory.embed_async); every role that writes memories evaluates it.
 GRANT EXECUTE ON FUNCTION agent_memory.embed_later(text) TO PUBLIC;
+-- (0.12.0) ... and embeds it for its user, as a role that may write for that user only.
+GRANT EXECUTE ON FUNCTION agent_memory.embed_row(text, text, text) TO PUBLIC;
 
 -- The delete and update triggers that keep packs honest (see memories_mark_stale in
 -- schema.sql), skipped while forgetting's purge, expiry and eviction mark their own writes in
@@ -241,7 +243,7 @@ BEGIN
     EXECUTE format('GRANT UPDATE (last_hit_at, hit_count) ON agent_memory.memories TO %s', role);
     functions := ARRAY['memory_recall', 'memory_context', 'memory_context_text', 'memory_evidence', 'memory_decay_score',
                        'memory_retention_score', 'memory_importance', 'memory_retention', 'last_success',
-                       'memory_embed', 'memory_embed_stats', 'memory_hit_stats'];
+                       'memory_embed', 'memory_hit_stats'];
     IF level IN ('writer', 'admin') THEN
         EXECUTE format('GRANT INSERT, UPDATE ON agent_memory.memories, agent_memory.turns, agent_memory.tasks TO %s', role);
         -- Writers add predicates (never change one: that is the admins'), and register a model
@@ -266,7 +268,7 @@ BEGIN
                        pg_catalog.pg_get_serial_sequence('agent_memory.runs', 'id'),
                        pg_catalog.pg_get_serial_sequence('agent_memory.erasures', 'id'), role);
         functions := functions || ARRAY['memory_forget', 'memory_consolidate', 'memory_erase', 'memory_create_index', 'memory_pack',
-                                        'memory_fold_hits',
+                                        'memory_fold_hits', 'memory_embed_stats',
                                         'erasure_lock', 'erasure_hash', 'hmac_sha256', 'bind_role', 'unbind_role', 'uncache_user'];
         EXECUTE format('GRANT agent_memory_admin TO %s', role);
     END IF;

@@ -293,7 +293,7 @@ CREATE TABLE agent_memory.embedding_models (
     seeded      boolean     NOT NULL DEFAULT false
 );
 COMMENT ON TABLE agent_memory.embedding_models IS 'Embedding models in use and their dimension; a write or query of another dimension is an error. A model with a folder is one the server embeds text with (memory_embed, the text forms of recall, context and reconcile).';
-COMMENT ON COLUMN agent_memory.embedding_models.folder IS 'The folder of the model''s files (config.json, tokenizer.json, model.safetensors), relative to agent_memory.model_path unless absolute; NULL for a model whose vectors come from outside.';
+COMMENT ON COLUMN agent_memory.embedding_models.folder IS 'The folder of the model''s files (config.json, tokenizer.json, model.safetensors), relative to agent_memory.model_path (a folder outside it is refused unless a superuser sets agent_memory.model_folders_anywhere); NULL for a model whose vectors come from outside.';
 COMMENT ON COLUMN agent_memory.embedding_models.pooling IS 'How token vectors become the text''s vector: mean (over the real tokens) or cls.';
 COMMENT ON COLUMN agent_memory.embedding_models.max_tokens IS 'Word pieces the model reads per text ([CLS] and [SEP] included); a longer text is cut.';
 INSERT INTO agent_memory.embedding_models (name, dimensions, folder, pooling, max_tokens, seeded)
@@ -302,15 +302,34 @@ VALUES ('all-MiniLM-L6-v2', 384, 'all-MiniLM-L6-v2', 'mean', 256, true);
 -- (0.6.0) The one way a model is registered besides an admin's INSERT: the first write of a
 -- memory of the model (the write trigger calls this). Application roles cannot INSERT into
 -- embedding_models, so no writer can claim a model's name with another dimension by hand.
+-- (0.12.0) Nor by a write: a role bound to users (agent_memory.role_users), which works for some
+-- tenants only, registers no model for all of them (42501); admins, workers, superusers and
+-- roles bound to no user (which act for every user) still do. The caller is the role the session
+-- runs as (SET ROLE's, else the session's), which this function, running as its owner, reads
+-- from the settings.
 CREATE FUNCTION agent_memory.register_model(name text, dimensions integer) RETURNS integer
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $body$
 DECLARE
     registered integer;
+    caller     name;
 BEGIN
     SELECT m.dimensions INTO registered FROM agent_memory.embedding_models m WHERE m.name = register_model.name;
     IF registered IS NULL THEN
+        caller := CASE WHEN pg_catalog.current_setting('role') = 'none' THEN session_user
+                       ELSE pg_catalog.current_setting('role')::name END;
+        IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles r WHERE r.rolname = caller AND (r.rolsuper OR r.rolbypassrls))
+           AND NOT pg_catalog.pg_has_role(caller, 'agent_memory_admin', 'MEMBER')
+           AND NOT pg_catalog.pg_has_role(caller, 'agent_memory_worker', 'MEMBER')
+           AND EXISTS (SELECT 1 FROM agent_memory.role_users b JOIN pg_catalog.pg_roles r ON r.rolname = b.role_name
+                        WHERE pg_catalog.pg_has_role(caller, r.oid, 'MEMBER')) THEN
+            RAISE EXCEPTION 'embedding model "%" is not registered, and a role bound to users may not register one', register_model.name
+                USING ERRCODE = 'insufficient_privilege',
+                      DETAIL = 'A model''s name and dimension hold for every tenant of the database.',
+                      HINT = pg_catalog.format('Write with a registered model, or have an admin register it: SELECT agent_memory.register_model(%L, %s);',
+                                               register_model.name, register_model.dimensions);
+        END IF;
         BEGIN
             INSERT INTO agent_memory.embedding_models (name, dimensions) VALUES (register_model.name, register_model.dimensions)
             ON CONFLICT ON CONSTRAINT embedding_models_pkey DO NOTHING;
@@ -407,6 +426,14 @@ BEGIN
     -- default model (agent_memory.default_model), whose vectors come from outside. It is
     -- embedded here, or (0.7.0) under agent_memory.embed_async by the background worker, in
     -- batches: until then emb stays NULL and only keyword recall finds the memory.
+    -- (0.12.0) New content with the old embedding, of a model the server embeds with (a plain
+    -- UPDATE ... SET content): the embedding is made again from the new content, as
+    -- memory_update does. A model whose vectors come from outside keeps the one it was given.
+    IF TG_OP = 'UPDATE' AND NEW.content IS DISTINCT FROM OLD.content AND NEW.emb IS NOT NULL AND OLD.emb IS NOT NULL
+       AND NOT (NEW.emb OPERATOR(@vs@.<>) OLD.emb) AND NEW.embedding_model IS NOT DISTINCT FROM OLD.embedding_model
+       AND EXISTS (SELECT 1 FROM agent_memory.embedding_models m WHERE m.name = NEW.embedding_model AND m.folder IS NOT NULL) THEN
+        NEW.emb := NULL;
+    END IF;
     IF NEW.emb IS NULL AND NEW.content IS NOT NULL THEN
         IF NEW.embedding_model IS NULL
            OR (NEW.embedding_model = coalesce(nullif(current_setting('agent_memory.default_model', true), ''), 'default')
@@ -415,7 +442,8 @@ BEGIN
             NEW.embedding_model := coalesce(nullif(current_setting('agent_memory.text_model', true), ''), 'all-MiniLM-L6-v2');
         END IF;
         IF NOT agent_memory.embed_later(NEW.embedding_model) THEN
-            NEW.emb := agent_memory.memory_embed(NEW.content, NEW.embedding_model);
+            -- (0.12.0) Embedded for the row's user: the cache's entries are the user's.
+            NEW.emb := agent_memory.embed_row(NEW.user_id, NEW.content, NEW.embedding_model);
         END IF;
     END IF;
     IF NEW.emb IS NOT NULL AND (TG_OP = 'INSERT' OR NEW.emb OPERATOR(@vs@.<>) OLD.emb
@@ -706,50 +734,51 @@ COMMENT ON TABLE agent_memory.lock_salt IS 'The extension''s secrets (one row): 
 REVOKE ALL ON agent_memory.lock_salt FROM PUBLIC;
 
 -- The embedding cache (0.6.0): what the server embedded, by model and text, so the same text
--- under the same model is embedded once, across calls and users. It holds no text: a text is
--- keyed by SHA-256 of the database's secret receipt key followed by the text, so a guessed text
--- cannot be tested against it without the key. Bounded by agent_memory.embed_cache_size (the
--- worker's pack pass drops the oldest entries past it); no application role reads or writes it
--- (the library does, with the extension owner's rights). Not dumped: a restored database fills
--- it again.
+-- under the same model is embedded once across calls. (0.12.0) Per scope: a text embedded for a
+-- user is found again only for that user (a call without a user: for the session's user, else
+-- the role), so no answer, and no time to answer, depends on another tenant's texts; and an
+-- entry is keyed by every field of the model's row that changes what it computes. It holds no
+-- text: a text is keyed by SHA-256 of the database's secret receipt key followed by the scope,
+-- the model's fields and the text, and its scope by SHA-256 of the key and the scope, so the
+-- erasure of a user drops every entry the user's words made. Bounded by
+-- agent_memory.embed_cache_size (the worker's pack pass drops the oldest entries past it); no
+-- application role reads or writes it (the library does, with the extension owner's rights). Not
+-- dumped: a restored database fills it again.
 CREATE TABLE agent_memory.embedding_cache (
     model      text        NOT NULL,
     text_hash  bytea       NOT NULL,
     emb        vector      NOT NULL,
     created_at timestamptz NOT NULL DEFAULT now(),
+    scope_hash bytea       NOT NULL,
     CONSTRAINT embedding_cache_pkey PRIMARY KEY (model, text_hash)
 );
 CREATE INDEX embedding_cache_created ON agent_memory.embedding_cache (created_at);
+CREATE INDEX embedding_cache_scope ON agent_memory.embedding_cache (scope_hash);
 COMMENT ON TABLE agent_memory.embedding_cache IS
-    'Embeddings the server computed, by model and a keyed hash of the text (no text); bounded by agent_memory.embed_cache_size. See memory_embed_stats().';
+    'Embeddings the server computed, per user (scope_hash), by model and a keyed hash of the scope, the model''s row and the text (no text); bounded by agent_memory.embed_cache_size. See memory_embed_stats().';
 REVOKE ALL ON agent_memory.embedding_cache FROM PUBLIC;
 
--- An erasure's part of the cache: the entries of the user's memories' and turns' texts, under
--- every model, go (entries of the user's questions were never tied to the user: they hold neither
--- the text nor the user).
+-- An erasure's part of the caches (0.12.0): every entry of the user's scope goes, under every
+-- model (the texts of the user's memories and turns, the user's questions, texts replaced or
+-- merged before), and every process drops its recent embeddings (now and at the erasure's
+-- commit). The scope's key is the library's (src/embedder.rs, user_scope).
 CREATE FUNCTION agent_memory.uncache_user(user_id text) RETURNS bigint
 LANGUAGE plpgsql VOLATILE STRICT SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $body$
 DECLARE
-    key bytea;
-    hashes bytea[];
     n bigint;
 BEGIN
-    -- (PL/pgSQL, one table at a time: on a Citus cluster the user's rows are read through Citus,
-    -- which plans neither a SQL function's parameter nor a node's own table beside them.)
-    SELECT s.receipt_key INTO key FROM agent_memory.lock_salt s;
-    SELECT pg_catalog.array_agg(pg_catalog.sha256(key || pg_catalog.convert_to(texts.t, 'UTF8'))) INTO hashes
-      FROM (SELECT m.content AS t FROM agent_memory.memories m WHERE m.user_id = uncache_user.user_id
-            UNION
-            SELECT t.content FROM agent_memory.turns t WHERE t.user_id = uncache_user.user_id) texts;
-    DELETE FROM agent_memory.embedding_cache c WHERE c.text_hash = ANY (hashes);
+    DELETE FROM agent_memory.embedding_cache c
+     USING agent_memory.lock_salt s
+     WHERE c.scope_hash = pg_catalog.sha256(s.receipt_key || pg_catalog.convert_to('user:' || uncache_user.user_id, 'UTF8'));
     GET DIAGNOSTICS n = ROW_COUNT;
+    PERFORM agent_memory.embeddings_erased();
     RETURN n;
 END
 $body$;
 REVOKE ALL ON FUNCTION agent_memory.uncache_user(text) FROM PUBLIC;
-COMMENT ON FUNCTION agent_memory.uncache_user(text) IS 'Drops the embedding cache''s entries of a user''s memories and turns (memory_erase calls it).';
+COMMENT ON FUNCTION agent_memory.uncache_user(text) IS 'Drops the embedding caches'' entries of a user''s texts (memory_erase calls it).';
 
 -- HMAC-SHA256 (RFC 2104) of a message under a key, hex-encoded.
 CREATE FUNCTION agent_memory.hmac_sha256(key bytea, message bytea) RETURNS text

@@ -28,6 +28,16 @@ struct Spec {
     folder: PathBuf,
     pooling: String,
     max_tokens: usize,
+    dims: i32,
+}
+
+impl Spec {
+    /// What the cache keys an embedding by besides its text: every field of the row that changes
+    /// what the model computes, so that a model whose row changes never answers from an entry of
+    /// before.
+    fn fingerprint(&self) -> String {
+        format!("{}|{}|{}|{}|{}", self.name, self.folder.display(), self.pooling, self.max_tokens, self.dims)
+    }
 }
 
 thread_local! {
@@ -99,9 +109,35 @@ fn spec(client: &mut SpiClient<'_>, name: &str) -> Result<(Spec, i32)> {
             "Pass the query or the memory as a vector made with that model, or name a model with a folder (model => 'all-MiniLM-L6-v2').",
         ));
     };
-    let path = PathBuf::from(&folder);
-    let folder = if path.is_absolute() { path } else { models_folder().join(path) };
-    Ok((Spec { name: name.to_string(), folder, pooling, max_tokens: max_tokens.max(2) as usize }, dims))
+    let folder = confined(name, &folder)?;
+    Ok((Spec { name: name.to_string(), folder, pooling, max_tokens: max_tokens.max(2) as usize, dims }, dims))
+}
+
+/// A model's folder as its row names it, resolved under `agent_memory.model_path`: a folder
+/// outside it (an absolute path elsewhere, `..`, a link that leads out) is refused unless a
+/// superuser has turned on `agent_memory.model_folders_anywhere`. An admin writes the rows, but
+/// only a superuser decides which files the server reads.
+fn confined(name: &str, folder: &str) -> Result<PathBuf> {
+    let root = models_folder();
+    let path = PathBuf::from(folder);
+    let full = if path.is_absolute() { path } else { root.join(path) };
+    if gucs::model_folders_anywhere() {
+        return Ok(full);
+    }
+    let lexical_escape = full.components().any(|c| matches!(c, std::path::Component::ParentDir)) || !full.starts_with(&root);
+    let link_escape = match (full.canonicalize(), root.canonicalize()) {
+        (Ok(f), Ok(r)) => !f.starts_with(&r),
+        _ => false,
+    };
+    if lexical_escape || link_escape {
+        return Err(MemoryError::new(
+            PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
+            format!("embedding model \"{name}\" names a folder outside the models' folder"),
+        )
+        .detail(format!("Its folder resolves outside {}.", root.display()))
+        .hint("Put the model's files in a folder under agent_memory.model_path and name it relative to it, or have a superuser set agent_memory.model_folders_anywhere = on."));
+    }
+    Ok(full)
 }
 
 /// Whether the server can embed with `model` without loading it now: its row names a folder
@@ -111,16 +147,16 @@ pub fn has_files(client: &mut SpiClient<'_>, name: &str) -> Result<bool> {
     Ok(agent_memory_embed::has_files(&spec.folder))
 }
 
-/// Reads the model's row, and loads the model (once per process, again when its row changed).
-fn model(client: &mut SpiClient<'_>, name: &str) -> Result<(Rc<Model>, usize)> {
-    let (spec, dims) = spec(client, name)?;
-    if let Some(m) = MODELS.with(|m| m.borrow().get(name).filter(|(s, _)| *s == spec).map(|(_, m)| m.clone())) {
-        return Ok((m, dims as usize));
+/// Loads the model of a row (once per process, again when its row changed).
+fn model(spec: &Spec) -> Result<Rc<Model>> {
+    let (name, dims) = (spec.name.as_str(), spec.dims);
+    if let Some(m) = MODELS.with(|m| m.borrow().get(name).filter(|(s, _)| s == spec).map(|(_, m)| m.clone())) {
+        return Ok(m);
     }
     let pooling: Pooling =
         spec.pooling.parse().map_err(|e: String| MemoryError::invalid_parameter(format!("embedding model \"{name}\": {e}")))?;
     threads_once();
-    let loaded = Model::load(&spec.folder, Options { pooling, max_tokens: spec.max_tokens }).map_err(|e| load_error(&spec, e))?;
+    let loaded = Model::load(&spec.folder, Options { pooling, max_tokens: spec.max_tokens }).map_err(|e| load_error(spec, e))?;
     if loaded.dims() != dims as usize {
         return Err(MemoryError::data_exception(format!(
             "embedding model \"{name}\" is registered with {dims} dimensions, and its files make {}",
@@ -129,8 +165,8 @@ fn model(client: &mut SpiClient<'_>, name: &str) -> Result<(Rc<Model>, usize)> {
         .hint("Correct the model's row in agent_memory.embedding_models, or its folder."));
     }
     let loaded = Rc::new(loaded);
-    MODELS.with(|m| m.borrow_mut().insert(name.to_string(), (spec, loaded.clone())));
-    Ok((loaded, dims as usize))
+    MODELS.with(|m| m.borrow_mut().insert(name.to_string(), (spec.clone(), loaded.clone())));
+    Ok(loaded)
 }
 
 /// Sets the size of the thread pool the model runs on, before its first use in this process
@@ -153,40 +189,123 @@ impl From<EmbedError> for MemoryError {
 /// Texts a process keeps the embeddings of, besides the shared cache (the most recent ones).
 const LOCAL_ENTRIES: usize = 2048;
 
-/// Embeddings by (model, text).
-type Recent = HashMap<(String, String), Rc<Vec<f32>>>;
+/// Embeddings by (scope, model's fingerprint, text).
+type Recent = HashMap<(String, String, String), Rc<Vec<f32>>>;
 
 thread_local! {
-    /// This process's recent embeddings by (model, text): a repeated question costs a hash.
-    static LOCAL: RefCell<Recent> = RefCell::new(HashMap::new());
+    /// This process's recent embeddings: a repeated question of the same user costs a hash. Kept
+    /// only while no erasure happened anywhere on the server since they were made (the count of
+    /// erasures they were made under), and only with the library preloaded, which holds the count.
+    static LOCAL: RefCell<(u64, Recent)> = RefCell::new((0, HashMap::new()));
 }
 
-/// The shared cache's entries of `texts` (keyed by SHA-256 of the secret receipt key and the text).
+/// This process's recent embeddings, emptied if an erasure happened since; `None` when they
+/// cannot be kept (the library was not preloaded).
+fn with_local<R>(f: impl FnOnce(&mut Recent) -> R) -> Option<R> {
+    let now = crate::share::erasures()?;
+    LOCAL.with(|l| {
+        let mut l = l.borrow_mut();
+        if l.0 != now {
+            l.1.clear();
+            l.0 = now;
+        }
+        Some(f(&mut l.1))
+    })
+}
+
+/// Whose words a text is, for the caches: a text embedded for one user is found again only for
+/// that user, so no answer, and no time to answer, depends on another tenant's texts; and the
+/// erasure of a user drops every entry of the user's scope (questions, replaced and merged
+/// texts included).
+pub enum Scope<'a> {
+    /// The texts of a call for this user (memories, turns, questions).
+    User(&'a str),
+    /// A call without a user (`memory_embed`): the user the session works for
+    /// (`agent_memory.user_id`, when the role may name it), else the role's own.
+    Caller,
+}
+
+const CALLER: &str = "SELECT agent_memory.session_user_id(), current_user::text";
+
+impl Scope<'_> {
+    /// The scope's key: `user:<id>` or `role:<name>`. A user the current role may not see is
+    /// not a scope it may use (its call fails or finds nothing after): the caller's instead.
+    fn key(&self, client: &mut SpiClient<'_>) -> Result<String> {
+        if let Scope::User(u) = self {
+            if crate::recall::sees_user(client, u)? {
+                return Ok(user_scope(u));
+            }
+        }
+        let e = spi("reading the session's user");
+        let table = crate::plans::read(client, CALLER, &[]).map_err(&e)?;
+        let row = table.first();
+        let user: Option<String> = row.get(1).map_err(&e)?;
+        let role: Option<String> = row.get(2).map_err(&e)?;
+        Ok(match user {
+            Some(u) => user_scope(&u),
+            None => format!("role:{}", role.unwrap_or_default()),
+        })
+    }
+}
+
+/// The shared cache's entries of `texts` (keyed by SHA-256 of the secret receipt key, the scope,
+/// the model's fingerprint and the text).
 const CACHED: &str = "SELECT t.i::integer, c.emb FROM unnest($2::text[]) WITH ORDINALITY AS t(x, i) \
        CROSS JOIN agent_memory.lock_salt s \
        JOIN agent_memory.embedding_cache c \
          ON c.model = $1 AND c.text_hash = pg_catalog.sha256(s.receipt_key || pg_catalog.convert_to(t.x, 'UTF8'))";
-const CACHE: &str = "INSERT INTO agent_memory.embedding_cache (model, text_hash, emb) \
-     SELECT $1, pg_catalog.sha256(s.receipt_key || pg_catalog.convert_to(u.x, 'UTF8')), u.e \
-       FROM unnest($2::text[], $3) AS u(x, e) CROSS JOIN agent_memory.lock_salt s \
+const CACHE: &str = "INSERT INTO agent_memory.embedding_cache (model, text_hash, emb, scope_hash) \
+     SELECT $1, pg_catalog.sha256(s.receipt_key || pg_catalog.convert_to(u.x, 'UTF8')), u.e, \
+            pg_catalog.sha256(s.receipt_key || pg_catalog.convert_to(u.scope, 'UTF8')) \
+       FROM unnest($2::text[], $3, $4::text[]) AS u(x, e, scope) CROSS JOIN agent_memory.lock_salt s \
      ON CONFLICT ON CONSTRAINT embedding_cache_pkey DO NOTHING";
 
-/// The unit-length embeddings of `texts` under `model`, in order: from this process's recent
-/// ones, else the shared cache, else the model (whose results then join both; the shared cache
-/// only in a transaction that may write). Checks for a cancel between chunks of texts.
-pub fn embed(client: &mut SpiClient<'_>, model: &str, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
+/// What the shared cache hashes for a text: its scope, the model's fingerprint and the text,
+/// each but the last with its length first, so no two different triples read the same.
+fn cache_key(scope: &str, fingerprint: &str, text: &str) -> String {
+    format!("{}:{scope}{}:{fingerprint}{text}", scope.len(), fingerprint.len())
+}
+
+/// The unit-length embeddings of `texts` under `model`, in order, all of one scope.
+pub fn embed(client: &mut SpiClient<'_>, model: &str, texts: &[&str], scope: Scope<'_>) -> Result<Vec<Vec<f32>>> {
+    let key = scope.key(client)?;
+    let scopes = vec![key.as_str(); texts.len()];
+    embed_scoped(client, model, texts, &scopes)
+}
+
+/// The unit-length embeddings of `texts` under `model`, in order, each text of its scope (a key
+/// of `Scope::key`): from this process's recent ones, else the shared cache, else the model
+/// (whose results then join both; the shared cache only in a transaction that may write). Checks
+/// for a cancel between chunks of texts.
+pub fn embed_scoped(client: &mut SpiClient<'_>, model: &str, texts: &[&str], scopes: &[&str]) -> Result<Vec<Vec<f32>>> {
     for t in texts {
         gucs::check_sizes(Some(t), None)?;
     }
+    let (spec, _) = spec(client, model)?;
+    // Each text as far as the model reads it (its start: agent_memory_embed::readable_part), so
+    // a long text costs no more than its first pieces, in the model, the caches and the hashes.
+    let texts: Vec<&str> = texts.iter().map(|t| agent_memory_embed::readable_part(t, spec.max_tokens)).collect();
+    let texts = &texts[..];
+    let bytes: usize = texts.iter().map(|t| t.len()).sum();
+    if bytes > gucs::embed_max_bytes() {
+        return Err(MemoryError::new(
+            PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
+            format!("this call gives the embedding model {bytes} bytes of text, more than the limit of {}", gucs::embed_max_bytes()),
+        )
+        .detail("Each text counts up to the part the model reads (its first word pieces).")
+        .hint("Embed fewer texts per call, or ask a superuser to raise agent_memory.embed_max_bytes."));
+    }
+    let fingerprint = spec.fingerprint();
     let shared = gucs::embed_cache_size() > 0;
-    let mut out: Vec<Option<Vec<f32>>> = LOCAL.with(|l| {
-        let l = l.borrow();
-        texts.iter().map(|t| l.get(&(model.to_string(), t.to_string())).map(|v| v.as_ref().clone())).collect()
-    });
+    let local_key = |i: usize| (scopes[i].to_string(), fingerprint.clone(), texts[i].to_string());
+    let mut out: Vec<Option<Vec<f32>>> =
+        with_local(|l| (0..texts.len()).map(|i| l.get(&local_key(i)).map(|v| v.as_ref().clone())).collect())
+            .unwrap_or_else(|| vec![None; texts.len()]);
     let mut hits = out.iter().filter(|v| v.is_some()).count() as u64;
     let missing: Vec<usize> = (0..texts.len()).filter(|&i| out[i].is_none()).collect();
+    let keys: Vec<String> = (0..texts.len()).map(|i| cache_key(scopes[i], &fingerprint, texts[i])).collect();
     if shared && !missing.is_empty() {
-        let asked: Vec<Option<String>> = missing.iter().map(|&i| Some(texts[i].to_string())).collect();
+        let asked: Vec<Option<String>> = missing.iter().map(|&i| Some(keys[i].clone())).collect();
         let mut table = crate::locks::as_owner(client, CACHED, &[model.into(), asked.into()])?;
         while table.next().is_some() {
             let i: i32 = table.get(1).map_err(spi("reading the embedding cache"))?.unwrap_or(0);
@@ -199,33 +318,58 @@ pub fn embed(client: &mut SpiClient<'_>, model: &str, texts: &[&str]) -> Result<
     }
     let todo: Vec<usize> = (0..texts.len()).filter(|&i| out[i].is_none()).collect();
     if !todo.is_empty() {
-        let (m, _) = self::model(client, model)?;
+        let m = self::model(&spec)?;
         let computed = m.embed::<MemoryError>(&todo.iter().map(|&i| texts[i]).collect::<Vec<_>>(), || {
             pgrx::check_for_interrupts!();
             Ok(())
         })?;
-        if shared && !crate::pg::read_only() {
-            let keys: Vec<Option<String>> = todo.iter().map(|&i| Some(texts[i].to_string())).collect();
-            let vectors = crate::vector::new_vector_array(&computed)?;
-            crate::locks::as_owner(client, CACHE, &[model.into(), keys.into(), vectors])?;
-        }
         for (&i, v) in todo.iter().zip(computed) {
             out[i] = Some(v);
         }
     }
+    // Kept only for scopes no erasure is under way for: their erasure lock is held shared until
+    // the end of the transaction, so an erasure that follows waits, then drops these entries.
+    let keep = keepable(client, scopes)?;
+    let new: Vec<usize> = todo.iter().copied().filter(|&i| keep[i]).collect();
+    if shared && !new.is_empty() && !crate::pg::read_only() {
+        let entries: Vec<Option<String>> = new.iter().map(|&i| Some(keys[i].clone())).collect();
+        let owners: Vec<Option<String>> = new.iter().map(|&i| Some(scopes[i].to_string())).collect();
+        let vectors: Vec<Vec<f32>> = new.iter().map(|&i| out[i].clone().unwrap_or_default()).collect();
+        let vectors = crate::vector::new_vector_array(&vectors)?;
+        crate::locks::as_owner(client, CACHE, &[model.into(), entries.into(), vectors, owners.into()])?;
+    }
     crate::share::count_embeddings(hits, todo.len() as u64);
-    LOCAL.with(|l| {
-        let mut l = l.borrow_mut();
+    with_local(|l| {
         if l.len() + texts.len() > LOCAL_ENTRIES {
             l.clear();
         }
-        for (t, v) in texts.iter().zip(&out).take(LOCAL_ENTRIES) {
-            if let Some(v) = v {
-                l.insert((model.to_string(), t.to_string()), Rc::new(v.clone()));
+        for (i, v) in out.iter().enumerate().take(LOCAL_ENTRIES) {
+            if let (Some(v), true) = (v, keep[i]) {
+                l.insert(local_key(i), Rc::new(v.clone()));
             }
         }
     });
     Ok(out.into_iter().map(Option::unwrap_or_default).collect())
+}
+
+/// Which texts' embeddings may be kept: those of a scope that is not a user's, or of a user whose
+/// erasure lock this transaction holds shared (taken here, never waited for).
+fn keepable(client: &mut SpiClient<'_>, scopes: &[&str]) -> Result<Vec<bool>> {
+    let mut users: HashMap<&str, bool> = HashMap::new();
+    for s in scopes {
+        if let Some(u) = s.strip_prefix("user:") {
+            if !users.contains_key(u) {
+                let free = crate::locks::try_erasure_shared(client, u)?;
+                users.insert(u, free);
+            }
+        }
+    }
+    Ok(scopes.iter().map(|s| s.strip_prefix("user:").is_none_or(|u| users[u])).collect())
+}
+
+/// The scope key of a user's texts (`uncache_user` computes the same in SQL).
+pub fn user_scope(user: &str) -> String {
+    format!("user:{user}")
 }
 
 /// Entries of the shared cache past `agent_memory.embed_cache_size`, oldest first, dropped by the
@@ -242,16 +386,25 @@ pub fn trim(client: &mut SpiClient<'_>) -> Result<u64> {
 
 const CACHE_ENTRIES: &str = "SELECT count(*) FROM agent_memory.embedding_cache";
 
-/// The shared cache's entries, and its hits and misses since the server started.
+/// The shared cache's entries, and its hits and misses since the server started: an admin's
+/// (they count every tenant's texts).
 pub fn stats(client: &mut SpiClient<'_>) -> Result<(i64, Option<(u64, u64)>)> {
+    if !crate::recall::sees_every_user(client)? {
+        return Err(MemoryError::new(
+            PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
+            "only an admin may read the embedding cache's counters",
+        )
+        .detail("They count every tenant's texts.")
+        .hint("Ask an agent_memory admin, or a superuser, to read memory_embed_stats()."));
+    }
     let n: Option<i64> =
         crate::error::first_value(crate::locks::as_owner(client, CACHE_ENTRIES, &[])?).map_err(spi("counting the cache"))?;
     Ok((n.unwrap_or(0), crate::share::embedding_counts()))
 }
 
 /// The embedding of one text.
-pub fn embed_one(client: &mut SpiClient<'_>, model: &str, text: &str) -> Result<Vec<f32>> {
-    Ok(embed(client, model, &[text])?.pop().unwrap_or_default())
+pub fn embed_one(client: &mut SpiClient<'_>, model: &str, text: &str, scope: Scope<'_>) -> Result<Vec<f32>> {
+    Ok(embed(client, model, &[text], scope)?.pop().unwrap_or_default())
 }
 
 /// A query as a call received it: a vector, or text the server embeds.
@@ -267,23 +420,24 @@ pub struct Query {
 /// syntax (starting with `[`) is a vector, as before text was accepted; any other text is
 /// embedded by the server with the call's model (or `agent_memory.text_model`).
 pub trait QueryInput {
-    fn resolve(self, model: Option<&str>) -> Result<Query>;
+    /// The query, embedded for `user` (the call's user) when it is text.
+    fn resolve(self, model: Option<&str>, user: Option<&str>) -> Result<Query>;
 }
 
 impl QueryInput for crate::vector::Vector {
-    fn resolve(self, _model: Option<&str>) -> Result<Query> {
+    fn resolve(self, _model: Option<&str>, _user: Option<&str>) -> Result<Query> {
         Ok(Query { vector: self.0, text: None, model: None })
     }
 }
 
 impl QueryInput for crate::vector::HalfVec {
-    fn resolve(self, _model: Option<&str>) -> Result<Query> {
+    fn resolve(self, _model: Option<&str>, _user: Option<&str>) -> Result<Query> {
         Ok(Query { vector: self.0, text: None, model: None })
     }
 }
 
 impl QueryInput for &str {
-    fn resolve(self, model: Option<&str>) -> Result<Query> {
+    fn resolve(self, model: Option<&str>, user: Option<&str>) -> Result<Query> {
         if self.trim_start().starts_with('[') {
             return Ok(Query { vector: crate::vector::parse_vector_text(self)?, text: None, model: None });
         }
@@ -294,7 +448,11 @@ impl QueryInput for &str {
         let model = text_model(model)?;
         let v = pgrx::spi::Spi::connect_mut(|client| {
             crate::version::require_current_schema(client)?;
-            embed_one(client, &model, self)
+            let scope = match user {
+                Some(u) => Scope::User(u),
+                None => Scope::Caller,
+            };
+            embed_one(client, &model, self, scope)
         })?;
         Ok(Query { vector: crate::vector::vector_datum_of(&v)?, text: Some(self.to_string()), model: Some(model) })
     }

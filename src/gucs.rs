@@ -68,6 +68,12 @@ static TEXT_MODEL: GucSetting<Option<std::ffi::CString>> = GucSetting::<Option<s
 /// `agent_memory.model_path`: the folder of the models' folders (default empty: the server's
 /// share directory's `agent_memory/models`; superuser only).
 static MODEL_PATH: GucSetting<Option<std::ffi::CString>> = GucSetting::<Option<std::ffi::CString>>::new(None);
+/// `agent_memory.model_folders_anywhere`: whether a model's folder may lie outside
+/// `agent_memory.model_path` (default off; superuser only).
+static MODEL_FOLDERS_ANYWHERE: GucSetting<bool> = GucSetting::<bool>::new(false);
+/// `agent_memory.embed_max_bytes`: bytes of text one call may give the model (default 4 MB;
+/// superuser only).
+static EMBED_MAX_BYTES: GucSetting<i32> = GucSetting::<i32>::new(4 * 1024 * 1024);
 /// `agent_memory.embed_threads`: threads a process's model runs on (default 1), read at the
 /// process's first embedding.
 static EMBED_THREADS: GucSetting<i32> = GucSetting::<i32>::new(1);
@@ -393,6 +399,24 @@ pub fn init() {
         c"Folder holding the embedding models' folders; empty for the server's share directory's agent_memory/models.",
         c"A model's folder in agent_memory.embedding_models is read relative to it, unless absolute. Nothing is ever downloaded.",
         &MODEL_PATH,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_bool_guc(
+        c"agent_memory.model_folders_anywhere",
+        c"Whether an embedding model's folder may lie outside agent_memory.model_path.",
+        c"Off: a folder of agent_memory.embedding_models that resolves outside agent_memory.model_path (an absolute path elsewhere, .., a link that leads out) is refused, so an admin who writes the rows cannot make the server read other files.",
+        &MODEL_FOLDERS_ANYWHERE,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"agent_memory.embed_max_bytes",
+        c"Bytes of text one call may give the embedding model.",
+        c"Summed over the call's texts, each counted up to the part the model reads (its first word pieces); past it the call fails with SQLSTATE 54000. The worker's embedding batches stay under it too.",
+        &EMBED_MAX_BYTES,
+        1024,
+        i32::MAX,
         GucContext::Suset,
         GucFlags::default(),
     );
@@ -886,6 +910,15 @@ pub fn text_model() -> String {
 /// The models' folder as set (`None`: the default under the share directory).
 pub fn model_path() -> Option<String> {
     MODEL_PATH.get().as_deref().map(CStr::to_string_lossy).map(|s| s.trim().to_string()).filter(|s| !s.is_empty())
+}
+
+pub fn model_folders_anywhere() -> bool {
+    MODEL_FOLDERS_ANYWHERE.get()
+}
+
+/// Bytes of text one call may give the embedding model.
+pub fn embed_max_bytes() -> usize {
+    EMBED_MAX_BYTES.get().max(1024) as usize
 }
 
 pub fn embed_cache_size() -> i64 {

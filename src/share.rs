@@ -68,6 +68,9 @@ static SHARE: PgLwLock<Slots> = unsafe { PgLwLock::new(c"agent_memory forgetting
 static EMBED_HITS: pgrx::PgAtomic<std::sync::atomic::AtomicU64> = unsafe { pgrx::PgAtomic::new(c"agent_memory embedding cache hits") };
 // SAFETY: as above.
 static EMBED_MISSES: pgrx::PgAtomic<std::sync::atomic::AtomicU64> = unsafe { pgrx::PgAtomic::new(c"agent_memory embedding cache misses") };
+/// Erasures since the server started: a process drops its recent embeddings when it moves.
+// SAFETY: as above.
+static ERASURES: pgrx::PgAtomic<std::sync::atomic::AtomicU64> = unsafe { pgrx::PgAtomic::new(c"agent_memory erasures") };
 /// Whether the shared memory above exists: the library was preloaded (set in the postmaster,
 /// inherited by every process it starts).
 static PRELOADED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
@@ -78,6 +81,7 @@ pub fn init() {
     pg_shmem_init!(SHARE = Slots([FREE; SLOTS]));
     pg_shmem_init!(EMBED_HITS);
     pg_shmem_init!(EMBED_MISSES);
+    pg_shmem_init!(ERASURES);
     init_hits();
     PRELOADED.store(true, std::sync::atomic::Ordering::Relaxed);
 }
@@ -88,6 +92,19 @@ pub fn count_embeddings(hits: u64, misses: u64) {
         EMBED_HITS.get().fetch_add(hits, std::sync::atomic::Ordering::Relaxed);
         EMBED_MISSES.get().fetch_add(misses, std::sync::atomic::Ordering::Relaxed);
     }
+}
+
+/// Counts an erasure, for every process's recent embeddings.
+pub fn count_erasure() {
+    if PRELOADED.load(std::sync::atomic::Ordering::Relaxed) {
+        ERASURES.get().fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// Erasures since the server started (`None` without the preload: then no process may keep
+/// embeddings past its call, since none would learn of an erasure).
+pub fn erasures() -> Option<u64> {
+    PRELOADED.load(std::sync::atomic::Ordering::Relaxed).then(|| ERASURES.get().load(std::sync::atomic::Ordering::SeqCst))
 }
 
 /// The embedding cache's hits and misses since the server started (`None` without the preload).
@@ -250,7 +267,7 @@ struct Folder {
 
 #[derive(Clone, Copy, Default)]
 struct HitBook {
-    used: usize,
+    usage: hit_table::Usage,
     recorded: u64,
     dropped: u64,
     folded: u64,
@@ -356,14 +373,16 @@ pub fn hits_deferred() -> bool {
     pid.is_some_and(alive)
 }
 
-/// Records that recall returned `ids` of the table of memories `relation` at `at`
-/// (PostgreSQL's microseconds); returns how many were dropped because the table was full.
-pub fn record_hits(relation: u32, ids: &[i64], at: i64) -> usize {
+/// Records that recall returned `ids` of `user`'s table of memories `relation` at `at`
+/// (PostgreSQL's microseconds); returns how many were dropped because the table, or the user's
+/// share of it (an eighth: `agent_memory_core::hits::user_limit`), was full.
+pub fn record_hits(relation: u32, ids: &[i64], at: i64, user: &str) -> usize {
     let db = database();
+    let bucket = hit_table::user_bucket(user);
     with_hits(|book, table| {
         let mut dropped = 0;
         for id in ids {
-            if hit_table::record(table, &mut book.used, db, relation, *id, at) == Recorded::Dropped {
+            if hit_table::record(table, &mut book.usage, db, relation, *id, at, bucket) == Recorded::Dropped {
                 dropped += 1;
             }
         }
@@ -377,14 +396,14 @@ pub fn record_hits(relation: u32, ids: &[i64], at: i64) -> usize {
 /// Takes this database's waiting hits out of the table, in id order.
 pub fn take_hits() -> Vec<Hit> {
     let db = database();
-    with_hits(|book, table| hit_table::take(table, &mut book.used, db)).unwrap_or_default()
+    with_hits(|book, table| hit_table::take(table, &mut book.usage, db)).unwrap_or_default()
 }
 
 /// Puts back hits whose fold failed (they are dropped, and counted, if the table is full).
 pub fn put_back_hits(hits: &[Hit]) {
     let db = database();
     with_hits(|book, table| {
-        let lost = hit_table::put_back(table, &mut book.used, db, hits);
+        let lost = hit_table::put_back(table, &mut book.usage, db, hits);
         book.dropped += lost as u64;
     });
 }

@@ -153,7 +153,10 @@ SELECT action FROM agent_memory.memory_reconcile('sh-bob', NULL, NULL, NULL, 'Bo
 SELECT content, emb IS NULL AS waiting FROM agent_memory.memories WHERE user_id = 'sh-bob' AND emb IS NULL ORDER BY id;
 SELECT content FROM agent_memory.memory_recall('sh-bob', NULL, 1, query_text => 'barbershop quartet', touch => false);
 RESET agent_memory.embed_async;
+-- The cache's counters count every tenant's texts: an admin's, not a writer's (0.12.0).
+\set VERBOSITY sqlstate
 SELECT entries > 0 AS cache_used FROM agent_memory.memory_embed_stats();
+\set VERBOSITY default
 \set VERBOSITY sqlstate
 SELECT count(*) FROM agent_memory.embedding_cache;
 \set VERBOSITY default

@@ -118,11 +118,11 @@ END
 $$;
 SELECT action FROM agent_memory.memory_reconcile('text-user', NULL, NULL, NULL, 'Keeps a zebrafinch called Pip');
 SELECT count(*) AS cached_before FROM agent_memory.embedding_cache c, agent_memory.lock_salt s
- WHERE c.text_hash = sha256(s.receipt_key || convert_to('Keeps a zebrafinch called Pip', 'UTF8'));
+ WHERE c.scope_hash = sha256(s.receipt_key || convert_to('user:text-user', 'UTF8'));
 SELECT pg_temp.tables_holding('zebrafinch') AS before_the_erasure;
 SELECT memories > 0 AS erased FROM agent_memory.memory_erase('text-user');
 SELECT count(*) AS cached_after FROM agent_memory.embedding_cache c, agent_memory.lock_salt s
- WHERE c.text_hash = sha256(s.receipt_key || convert_to('Keeps a zebrafinch called Pip', 'UTF8'));
+ WHERE c.scope_hash = sha256(s.receipt_key || convert_to('user:text-user', 'UTF8'));
 SELECT pg_temp.tables_holding('zebrafinch') AS after_the_erasure;
 
 -- Asynchronous embedding (agent_memory.embed_async): a memory written without an embedding is

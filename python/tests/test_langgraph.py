@@ -16,6 +16,7 @@ from langgraph.store.base import InvalidNamespaceError, PutOp, SearchOp
 from langgraph.store.memory import InMemoryStore
 
 from agent_memory import Memory
+from agent_memory.errors import AgentMemoryError
 from agent_memory.langgraph import AgentMemoryStore
 
 
@@ -131,6 +132,16 @@ def test_a_deleted_key_put_again_is_a_new_item_and_bad_namespaces_are_refused(st
         store.batch([PutOp((), "k", {"text": "x"})])
     with pytest.raises(ValueError):
         store.batch([SearchOp((), query="anything")])
+
+
+def test_a_value_is_bounded_like_any_metadata(store: AgentMemoryStore, user: str, admin: psycopg.Connection):
+    # agent_memory.max_metadata_bytes (64 kB by default) holds for the store's values too (0.12.0).
+    with pytest.raises(AgentMemoryError) as e:
+        store.put((user, "big"), "a", {"text": "a note", "blob": "x" * 200_000})
+    assert e.value.sqlstate == "54000" and "max_metadata_bytes" in str(e.value)
+    assert store.get((user, "big"), "a") is None
+    store.put((user, "big"), "b", {"text": "a note", "blob": "x" * 1_000})
+    assert store.get((user, "big"), "b") is not None
 
 
 def test_concurrent_first_puts_of_one_key_leave_one_item(store: AgentMemoryStore, user: str, admin: psycopg.Connection):

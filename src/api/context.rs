@@ -273,7 +273,7 @@ pub fn context(
     let long_term = take(long_term, &packed.long_term);
     if deferred {
         let ids: Vec<i64> = out.iter().chain(long_term.iter()).filter_map(|r| r.memory_id).collect();
-        crate::share::record_hits(crate::scan::memories_oid(user)?, &ids, crate::pg::transaction_start());
+        crate::share::record_hits(crate::scan::memories_oid(user)?, &ids, crate::pg::transaction_start(), user);
     } else if touch {
         let ids: Vec<i64> = out.iter().chain(long_term.iter()).filter_map(|r| r.memory_id).collect();
         if !ids.is_empty() {
@@ -371,7 +371,7 @@ macro_rules! memory_context_for {
                 name!(created_at, Option<TimestampWithTimeZone>),
             ),
         > {
-            let query = query.map(|q| crate::embedder::QueryInput::resolve(q, model).or_raise());
+            let query = query.map(|q| crate::embedder::QueryInput::resolve(q, model, user_id).or_raise());
             let model = query.as_ref().and_then(|q| q.model.as_deref()).or(model);
             let query_text = query_text.or(query.as_ref().and_then(|q| q.text.as_deref()));
             let window = window_of(since, until, as_of).or_raise();
@@ -403,7 +403,7 @@ macro_rules! memory_context_for {
             until: default!(Option<TimestampWithTimeZone>, "NULL"),
             as_of: default!(Option<TimestampWithTimeZone>, "NULL"),
         ) -> String {
-            let query = query.map(|q| crate::embedder::QueryInput::resolve(q, model).or_raise());
+            let query = query.map(|q| crate::embedder::QueryInput::resolve(q, model, user_id).or_raise());
             let model = query.as_ref().and_then(|q| q.model.as_deref()).or(model);
             let query_text = query_text.or(query.as_ref().and_then(|q| q.text.as_deref()));
             let window = window_of(since, until, as_of).or_raise();

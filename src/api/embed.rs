@@ -16,7 +16,7 @@ fn embed_texts(texts: &[Option<String>], model: Option<&str>) -> Result<Vec<Opti
     } else {
         Spi::connect_mut(|client| {
             crate::version::require_current_schema(client)?;
-            crate::embedder::embed(client, &model, &present)
+            crate::embedder::embed(client, &model, &present, crate::embedder::Scope::Caller)
         })?
     }
     .into_iter();
@@ -60,6 +60,38 @@ fn memory_embed_batch(
     TableIterator::new(vectors.into_iter().enumerate().map(|(i, v)| (i as i32 + 1, v.map(VectorResult))))
 }
 
+/// For an erasure (`uncache_user`): every process drops its recent embeddings, now and again
+/// when the erasure commits (an embedding made for the user in between is dropped too).
+#[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, pg_temp)]
+fn embeddings_erased() {
+    crate::share::count_erasure();
+    pgrx::register_xact_callback(pgrx::PgXactCallbackEvent::Commit, crate::share::count_erasure);
+}
+
+/// For the write trigger: the embedding of a memory's `content` under `model`, for its user (its
+/// cache entries are the user's, and go with the user's erasure). A role that may not write for
+/// the user is refused here as the row's policies would refuse it (42501), before any text is
+/// embedded in the user's name.
+#[pg_extern(volatile, parallel_restricted)]
+#[search_path(pg_catalog, pg_temp)]
+fn embed_row(user_id: Option<&str>, content: Option<&str>, model: Option<&str>) -> Option<VectorResult> {
+    let (Some(user), Some(content)) = (user_id, content) else {
+        return None;
+    };
+    let model = crate::embedder::text_model(model).or_raise();
+    Spi::connect_mut(|client| {
+        crate::version::require_current_schema(client)?;
+        if !crate::recall::sees_user(client, user)? {
+            return Err(crate::recall::not_your_user(user));
+        }
+        crate::embedder::embed_one(client, &model, content, crate::embedder::Scope::User(user))
+    })
+    .map(VectorResult)
+    .or_raise()
+    .into()
+}
+
 /// For the write trigger: whether a memory of `model` written without an embedding is left for
 /// the background worker to embed (`agent_memory.embed_async` is on and the model's files are
 /// there); false makes the trigger embed it at once (and report a model it cannot load).
@@ -74,8 +106,9 @@ fn embed_later(model: Option<&str>) -> bool {
 
 /// The memories written without an embedding, oldest first, after `$1`: locked, skipping those
 /// another transaction holds (an erasure, a write, another pass).
-const PENDING: &str = "SELECT m.id, m.user_id, m.embedding_model, m.content FROM agent_memory.memories m \
-      WHERE m.emb IS NULL AND m.id > $1 ORDER BY m.id LIMIT $2 FOR NO KEY UPDATE SKIP LOCKED";
+// (Only the start of a long content is read: the model reads no more, agent_memory_embed::readable_part.)
+const PENDING: &str = "SELECT m.id, m.user_id, m.embedding_model, left(m.content, 65536) FROM agent_memory.memories m \
+      WHERE m.emb IS NULL AND m.id > $1 AND m.id <> ALL ($3::bigint[]) ORDER BY m.id LIMIT $2 FOR NO KEY UPDATE SKIP LOCKED";
 const STORE: &str = "UPDATE agent_memory.memories m SET emb = x.emb \
       FROM unnest($1::bigint[], $2, $3::text[]) AS x(id, emb, user_id) \
      WHERE m.user_id = x.user_id AND m.id = x.id AND m.emb IS NULL RETURNING 1";
@@ -90,6 +123,33 @@ pub struct EmbedBatch {
     pub failed: Vec<(String, String)>,
 }
 
+thread_local! {
+    /// Memories the model failed on alone, set aside by this worker for its life (each with a
+    /// warning) instead of taken again by every batch; they stay found by keyword recall.
+    static SET_ASIDE: std::cell::RefCell<std::collections::BTreeSet<i64>> = const { std::cell::RefCell::new(std::collections::BTreeSet::new()) };
+}
+
+/// The rows of one model in runs whose text the model reads stays under
+/// `agent_memory.embed_max_bytes` (a row alone may be all of a run).
+fn runs_under_bound(rows: &[(i64, String, String)]) -> Vec<&[(i64, String, String)]> {
+    let bound = crate::gucs::embed_max_bytes();
+    let mut out = Vec::new();
+    let (mut start, mut bytes) = (0usize, 0usize);
+    for (i, r) in rows.iter().enumerate() {
+        let n = r.1.len().min(agent_memory_embed::BYTES_PER_PIECE * 1024);
+        if i > start && bytes + n > bound {
+            out.push(&rows[start..i]);
+            start = i;
+            bytes = 0;
+        }
+        bytes += n;
+    }
+    if start < rows.len() {
+        out.push(&rows[start..]);
+    }
+    out
+}
+
 /// One batch of the worker's embedding pass, in the caller's transaction: up to `limit` memories
 /// written without an embedding (ids after `after`) are embedded, model by model, and stored.
 /// The rows are locked until the transaction ends, so a crash stores nothing of the batch and
@@ -101,7 +161,11 @@ pub fn embed_pending(client: &mut pgrx::spi::SpiClient<'_>, t: &crate::placement
     let mut users: BTreeMap<String, Vec<(String, i64, String)>> = BTreeMap::new();
     let mut last_id = None;
     {
-        let mut table = client.update(t.sql(PENDING), None, &[after.into(), limit.into()]).map_err(spi("reading the memories to embed"))?;
+        let aside: Vec<i64> = SET_ASIDE.with(|s| s.borrow().iter().copied().collect());
+        // (Through a kept plan that takes no transaction id until a row is locked: an idle pass
+        // writes nothing, not even a commit record.)
+        let mut table = crate::plans::write(client, t.sql(PENDING), &[after.into(), limit.into(), aside.into()])
+            .map_err(spi("reading the memories to embed"))?;
         while table.next().is_some() {
             let id: i64 = table.get(1).map_err(spi("reading id"))?.unwrap_or_default();
             let user: String = table.get(2).map_err(spi("reading user_id"))?.unwrap_or_default();
@@ -121,19 +185,56 @@ pub fn embed_pending(client: &mut pgrx::spi::SpiClient<'_>, t: &crate::placement
     let mut embedded = 0;
     let mut failed = Vec::new();
     for (model, rows) in by_model {
-        pgrx::check_for_interrupts!();
-        let texts: Vec<&str> = rows.iter().map(|r| r.1.as_str()).collect();
-        match crate::embedder::embed(client, &model, &texts) {
-            Ok(vectors) => {
-                let ids: Vec<i64> = rows.iter().map(|r| r.0).collect();
-                let owners: Vec<String> = rows.iter().map(|r| r.2.clone()).collect();
-                let stored = client
-                    .update(t.sql(STORE), None, &[ids.into(), crate::vector::new_vector_array(&vectors)?, owners.into()])
-                    .map_err(spi("storing the embeddings"))?;
-                embedded += stored.len() as i64;
+        for run in runs_under_bound(&rows) {
+            pgrx::check_for_interrupts!();
+            match embed_run(client, t, &model, run) {
+                Ok(n) => embedded += n,
+                // The model ran and failed: each row alone, so one bad row holds up no other.
+                Err(e) if of_rows(&e) && run.len() > 1 => {
+                    for row in run {
+                        match embed_run(client, t, &model, std::slice::from_ref(row)) {
+                            Ok(n) => embedded += n,
+                            Err(e) => set_aside(row, &model, &e.message),
+                        }
+                    }
+                }
+                Err(e) if of_rows(&e) => set_aside(&run[0], &model, &e.message),
+                // The model cannot be loaded (its files): every row waits for it.
+                Err(e) => {
+                    failed.push((model, e.message));
+                    break;
+                }
             }
-            Err(e) => failed.push((model, e.message)),
         }
     }
     Ok(EmbedBatch { embedded, last_id, failed })
+}
+
+/// Whether an embedding error is the rows' (the model ran and failed on them, or they are past
+/// `agent_memory.embed_max_bytes`), not the model's.
+fn of_rows(e: &crate::error::MemoryError) -> bool {
+    matches!(e.code, pgrx::PgSqlErrorCode::ERRCODE_INTERNAL_ERROR | pgrx::PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED)
+}
+
+/// Embeds and stores one run of rows of one model; returns how many were stored.
+fn embed_run(
+    client: &mut pgrx::spi::SpiClient<'_>,
+    t: &crate::placement::TableSet,
+    model: &str,
+    run: &[(i64, String, String)],
+) -> Result<i64> {
+    let texts: Vec<&str> = run.iter().map(|r| r.1.as_str()).collect();
+    let scopes: Vec<String> = run.iter().map(|r| crate::embedder::user_scope(&r.2)).collect();
+    let scopes: Vec<&str> = scopes.iter().map(String::as_str).collect();
+    let vectors = crate::embedder::embed_scoped(client, model, &texts, &scopes)?;
+    let ids: Vec<i64> = run.iter().map(|r| r.0).collect();
+    let owners: Vec<String> = run.iter().map(|r| r.2.clone()).collect();
+    let stored = crate::plans::write(client, t.sql(STORE), &[ids.into(), crate::vector::new_vector_array(&vectors)?, owners.into()])
+        .map_err(spi("storing the embeddings"))?;
+    Ok(stored.len() as i64)
+}
+
+fn set_aside(row: &(i64, String, String), model: &str, why: &str) {
+    SET_ASIDE.with(|s| s.borrow_mut().insert(row.0));
+    pgrx::warning!("agent_memory: memory {} (model \"{model}\") is set aside unembedded until the worker restarts: {why}", row.0);
 }

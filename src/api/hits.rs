@@ -27,15 +27,20 @@ const FOLD_BATCH: usize = 1000;
 
 /// Applies hits to their memories: the rows are locked in id order first (as recall's own touch
 /// and reconcile lock them), `last_hit_at` becomes the latest recall's time unless it is later
-/// already, and `hit_count` grows by the recalls. A memory that is gone (erased, purged) is
-/// passed over.
+/// already, and `hit_count` grows by the recalls; returns the ids updated. A memory that is gone
+/// (erased, purged) is passed over, and so is one another transaction holds (a tenant's own
+/// lock on its memory): the fold never waits on a tenant, whose hits wait for the next fold.
 const FOLD: &str = "\
 WITH h AS (SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bigint[]) AS h(id, n, at)), \
-     locked AS (SELECT m.id FROM agent_memory.memories m WHERE m.id = ANY ($1::bigint[]) ORDER BY m.id FOR NO KEY UPDATE) \
+     locked AS (SELECT m.id FROM agent_memory.memories m WHERE m.id = ANY ($1::bigint[]) ORDER BY m.id FOR NO KEY UPDATE SKIP LOCKED) \
 UPDATE agent_memory.memories m \
    SET last_hit_at = GREATEST(m.last_hit_at, timestamptz '2000-01-01 00:00:00+00' + h.at * interval '1 microsecond'), \
        hit_count = LEAST(m.hit_count::bigint + h.n, 2147483647)::integer \
-  FROM h JOIN locked ON locked.id = h.id WHERE m.id = h.id";
+  FROM h JOIN locked ON locked.id = h.id WHERE m.id = h.id RETURNING m.id";
+
+/// Of the memories a fold did not update, those that are still there (held by another
+/// transaction): their hits go back for the next fold.
+const STILL_THERE: &str = "SELECT m.id FROM agent_memory.memories m WHERE m.id = ANY ($1::bigint[])";
 
 /// Folds `hits` in this transaction, each into the table of memories it names among `sets`
 /// (the tables this server's passes run on); should it roll back, they are put back in shared
@@ -56,22 +61,40 @@ fn apply(client: &mut SpiClient<'_>, sets: &[TableSet], hits: Vec<Hit>) -> Resul
     let (hits, gone): (Vec<Hit>, Vec<Hit>) = hits.into_iter().partition(|h| tables.iter().any(|(oid, _)| *oid == h.relation));
     let passed_over: u64 = gone.iter().map(|h| h.count as u64).sum();
     // Registered first: an error below rolls the transaction back, and the hits go back.
-    let total: u64 = hits.iter().map(|h| h.count as u64).sum();
-    register_xact_callback(PgXactCallbackEvent::Commit, move || crate::share::count_folded(total, passed_over));
     let kept = hits.clone();
     register_xact_callback(PgXactCallbackEvent::Abort, move || crate::share::put_back_hits(&kept));
     let mut updated = 0;
+    let mut waiting: Vec<Hit> = Vec::new();
     for (oid, set) in tables {
         let mine: Vec<&Hit> = hits.iter().filter(|h| h.relation == oid).collect();
         for chunk in mine.chunks(FOLD_BATCH) {
             let ids: Vec<i64> = chunk.iter().map(|h| h.id).collect();
             let counts: Vec<i64> = chunk.iter().map(|h| h.count as i64).collect();
             let ats: Vec<i64> = chunk.iter().map(|h| h.at).collect();
-            updated += crate::plans::write(client, set.sql(FOLD), &[ids.into(), counts.into(), ats.into()])
-                .map_err(spi("folding recall's hits"))?
-                .len() as u64;
+            let mut done = std::collections::HashSet::new();
+            let mut table = crate::plans::write(client, set.sql(FOLD), &[ids.into(), counts.into(), ats.into()])
+                .map_err(spi("folding recall's hits"))?;
+            while table.next().is_some() {
+                done.insert(table.get::<i64>(1).map_err(spi("folding recall's hits"))?.unwrap_or_default());
+            }
+            updated += done.len() as u64;
+            let skipped: Vec<i64> = chunk.iter().map(|h| h.id).filter(|id| !done.contains(id)).collect();
+            if !skipped.is_empty() {
+                let mut there =
+                    crate::plans::read(client, set.sql(STILL_THERE), &[skipped.into()]).map_err(spi("folding recall's hits"))?;
+                let mut held = std::collections::HashSet::new();
+                while there.next().is_some() {
+                    held.insert(there.get::<i64>(1).map_err(spi("folding recall's hits"))?.unwrap_or_default());
+                }
+                waiting.extend(chunk.iter().filter(|h| held.contains(&h.id)).map(|h| **h));
+            }
         }
     }
+    let total: u64 = hits.iter().map(|h| h.count as u64).sum::<u64>() - waiting.iter().map(|h| h.count as u64).sum::<u64>();
+    register_xact_callback(PgXactCallbackEvent::Commit, move || {
+        crate::share::count_folded(total, passed_over);
+        crate::share::put_back_hits(&waiting);
+    });
     Ok(updated)
 }
 

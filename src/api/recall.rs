@@ -50,7 +50,7 @@ macro_rules! memory_recall_for {
                 name!(recency_rank, Option<i32>),
             ),
         > {
-            let query = query.map(|q| crate::embedder::QueryInput::resolve(q, model).or_raise());
+            let query = query.map(|q| crate::embedder::QueryInput::resolve(q, model, user_id).or_raise());
             // A question given as text is embedded with the text model, and its words rank too.
             let model = query.as_ref().and_then(|q| q.model.as_deref()).or(model);
             let query_text = query_text.or(query.as_ref().and_then(|q| q.text.as_deref()));

@@ -1209,7 +1209,7 @@ pub fn reconcile_all(user_id: Option<&str>, model: Option<&str>, facts: &[Fact])
             let vectors = if gucs::embed_async() && crate::embedder::has_files(client, &model)? {
                 vec![Vec::new(); texts.len()]
             } else {
-                crate::embedder::embed(client, &model, &texts.iter().map(|t| t.1).collect::<Vec<_>>())?
+                crate::embedder::embed(client, &model, &texts.iter().map(|t| t.1).collect::<Vec<_>>(), crate::embedder::Scope::User(&user))?
             };
             embedded = facts.to_vec();
             for ((i, _), v) in texts.iter().zip(vectors) {

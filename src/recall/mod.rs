@@ -982,7 +982,7 @@ fn recall_pass(
         }
         if deferred {
             let returned: Vec<i64> = ids.iter().copied().filter(|id| details.contains_key(id)).collect();
-            crate::share::record_hits(crate::scan::memories_oid(user)?, &returned, crate::pg::transaction_start());
+            crate::share::record_hits(crate::scan::memories_oid(user)?, &returned, crate::pg::transaction_start(), user);
         }
         Ok(scored
             .into_iter()

@@ -56,6 +56,7 @@ const CROSS_USER: &[(&str, &str)] = &[
     ("pack.rs::DUE", "the pack pass finds the users and models whose packs are due"),
     ("pack.rs::SWEEP", "the pack pass drops the packs and marks of users and models that have none left"),
     ("hits.rs::FOLD", "the hit fold writes the hits recorded in shared memory, which name a memory by its table and id"),
+    ("hits.rs::STILL_THERE", "the hit fold asks which of the memories it passed over (held by another transaction) are still there"),
     // Calls given a memory's id alone find its user by the id, once; what follows names it.
     ("update.rs::OWNER", "memory_update(id, ...) finds the memory's user by its id"),
     ("schema.sql::memory_evidence", "memory_evidence(id) finds the summary's user by its id, then reads that user's evidence"),

@@ -781,13 +781,12 @@ fn an_erasure_during_the_embedding_pass_leaves_none_of_the_users_embeddings_behi
          RESET agent_memory.embed_async;"
     ))
     .unwrap();
-    // The entries of the shared cache that hold an embedding of one of the user's texts.
+    // The entries of the shared cache of the user's texts (its scope: sql/schema.sql, uncache_user).
     let cached = |c: &mut Client, user: &str| -> i64 {
         c.query_one(
             "SELECT count(*) FROM agent_memory.embedding_cache e, agent_memory.lock_salt s
-              WHERE e.text_hash IN (SELECT sha256(s.receipt_key || convert_to('Erasable note ' || g || ' on a quince orchard and its ' || g * 7 || ' trees', 'UTF8'))
-                                      FROM generate_series(1, $2::integer) g WHERE 'erase-async-' || (g % 2) = $1)",
-            &[&user, &(ROWS as i32)],
+              WHERE e.scope_hash = sha256(s.receipt_key || convert_to('user:' || $1, 'UTF8'))",
+            &[&user],
         )
         .unwrap()
         .get(0)
@@ -805,6 +804,62 @@ fn an_erasure_during_the_embedding_pass_leaves_none_of_the_users_embeddings_behi
     assert_eq!(cached(&mut c, "erase-async-0"), 0, "embeddings of the erased user's texts outlived the erasure in the cache");
     assert!(cached(&mut c, "erase-async-1") > 0, "the other user's texts are cached as usual");
     c.batch_execute("DELETE FROM agent_memory.memories WHERE user_id LIKE 'erase-async-%'").unwrap();
+    reset_settings(&mut c);
+}
+
+/// Thirty rows of about 0.75 MB each, written under embed_async: the worker reads and embeds
+/// only the start of each (what the model reads), in batches under agent_memory.embed_max_bytes,
+/// and neither it nor the server restarts.
+#[test]
+fn large_rows_written_for_the_worker_are_embedded_without_a_restart() {
+    let mut c = worker_db();
+    configure(&mut c, &[("workers_enabled", "off"), ("embed_interval", "100ms"), ("embed_batch_size", "64")]);
+    c.batch_execute("DELETE FROM agent_memory.memories WHERE user_id LIKE 'big-async-%'").unwrap();
+    c.batch_execute(
+        "SET agent_memory.embed_async = on;
+         INSERT INTO agent_memory.memories (user_id, content)
+         SELECT 'big-async-' || (g % 3), g || ' ' || repeat('the keeper of the lighthouse wrote a long letter every winter ', 12000)
+           FROM generate_series(1, 30) g;
+         RESET agent_memory.embed_async;",
+    )
+    .unwrap();
+    assert_eq!(waiting_of(&mut c, "big-async-%"), 30);
+    let started: std::time::SystemTime = c.query_one("SELECT pg_postmaster_start_time()", &[]).unwrap().get(0);
+    configure(&mut c, &[("workers_enabled", "on")]);
+    wait_for("the worker", Duration::from_secs(60), || worker_pid(&mut c).is_some());
+    let pid = worker_pid(&mut c);
+    wait_for("the large rows to be embedded", Duration::from_secs(180), || waiting_of(&mut c, "big-async-%") == 0);
+    assert_eq!(worker_pid(&mut c), pid, "the same worker embedded them all");
+    let now: std::time::SystemTime = c.query_one("SELECT pg_postmaster_start_time()", &[]).unwrap().get(0);
+    assert_eq!(now, started, "the server did not restart");
+    c.batch_execute("DELETE FROM agent_memory.memories WHERE user_id LIKE 'big-async-%'").unwrap();
+    reset_settings(&mut c);
+}
+
+/// An idle worker, looking for memories to embed ten times a second, takes no transaction id
+/// (and so writes no commit record).
+#[test]
+fn an_idle_worker_takes_no_transaction_id() {
+    let mut c = worker_db();
+    configure(
+        &mut c,
+        &[
+            ("workers_enabled", "on"),
+            ("embed_interval", "100ms"),
+            ("forget_interval", "1h"),
+            ("consolidate_interval", "1h"),
+            ("pack_interval", "1h"),
+        ],
+    );
+    wait_for("the worker", Duration::from_secs(60), || worker_pid(&mut c).is_some());
+    // Its first passes (each records its run) are done by then.
+    std::thread::sleep(Duration::from_secs(3));
+    let xid = |c: &mut Client| -> i64 { c.query_one("SELECT pg_current_xact_id()::text::bigint", &[]).unwrap().get(0) };
+    let before = xid(&mut c);
+    std::thread::sleep(Duration::from_secs(3));
+    let taken = xid(&mut c) - before - 1;
+    // About 30 passes ran; a few ids may go to autovacuum or another test's leftovers.
+    assert!(taken < 5, "{taken} transaction ids were taken in 3 s by an idle server");
     reset_settings(&mut c);
 }
 
@@ -955,6 +1010,38 @@ fn a_recall_writes_nothing_and_the_worker_folds_its_hits_within_its_interval() {
     assert!(ids.iter().all(|id| expected.contains_key(id)));
     let untouched = hit_counts(&mut c, "hits-b");
     assert!(untouched.values().all(|n| *n == 0), "touch => false counted: {untouched:?}");
+    reset_settings(&mut c);
+}
+
+/// A tenant holding a lock on its own recalled memory stalls no fold: the fold passes that
+/// memory over (its hits wait in shared memory for the next fold) and folds every other.
+#[test]
+fn a_fold_waits_on_no_tenants_lock() {
+    let mut c = folding_worker();
+    let mut rng = Rng(0x10c4);
+    let held = hit_user(&mut c, "hits-holder", 3, &mut rng);
+    hit_user(&mut c, "hits-other", 3, &mut rng);
+    for user in ["hits-holder", "hits-other"] {
+        for _ in 0..4 {
+            recall_ids(&mut c, user, &Vector::from(rng.vector(HIT_DIMS)));
+        }
+    }
+    let mut tenant = connect(DB);
+    let mut t = tenant.transaction().unwrap();
+    t.query("SELECT id FROM agent_memory.memories WHERE id = ANY ($1) FOR UPDATE", &[&held]).unwrap();
+    // Bounded: a fold that waited would fail here instead of hanging.
+    c.batch_execute("SET statement_timeout = '10s'").unwrap();
+    c.batch_execute("SELECT agent_memory.memory_fold_hits()").unwrap();
+    c.batch_execute("RESET statement_timeout").unwrap();
+    let other: i32 = hit_counts(&mut c, "hits-other").values().sum();
+    assert_eq!(other, 12, "the other tenant's hits are folded");
+    assert!(hit_counts(&mut c, "hits-holder").values().all(|n| *n == 0), "the held rows are passed over");
+    assert!(pending_hits(&mut c) >= 1, "the held rows' hits wait");
+    t.rollback().unwrap();
+    c.batch_execute("SELECT agent_memory.memory_fold_hits()").unwrap();
+    let holder: i32 = hit_counts(&mut c, "hits-holder").values().sum();
+    assert_eq!(holder, 12, "the next fold folds them");
+    assert_eq!(pending_hits(&mut c), 0);
     reset_settings(&mut c);
 }
 

@@ -5,16 +5,18 @@
 //!   neither overlap nor leave a gap.
 //! * `as_of` asks for the memories that held at that moment: said by then (`created_at <= as_of`),
 //!   still valid then (`valid_until` after it), and either still active or retired after it by a
-//!   change of the facts themselves ([`HISTORY_REASONS`]: a newer version superseded it, or the
-//!   fact was deleted). Memories that forgetting or consolidation retired stay forgotten: `as_of`
-//!   shows what was true, not what the store has let go of.
+//!   change of the facts themselves ([`HISTORY_REASONS`]: a newer version superseded it).
+//!   Memories the user asked to forget (retired as deleted), and those that forgetting or
+//!   consolidation retired, stay forgotten: `as_of` shows what was true, never what the user or
+//!   the store has let go of.
 //!
 //! Times are PostgreSQL's microseconds since 2000-01-01 (any one clock works); an unbounded side
 //! is `None`.
 
 /// Why a version retired that a call `as_of` a moment before its retirement still sees: the
-/// reasons reconcile gives when the facts change (`memories.retired_reason`).
-pub const HISTORY_REASONS: [&str; 2] = ["superseded", "deleted"];
+/// reason reconcile gives when the facts change (`memories.retired_reason`). Not `deleted`: a
+/// memory the user asked to forget is not brought back by a look at an earlier moment.
+pub const HISTORY_REASONS: [&str; 1] = ["superseded"];
 
 /// The time bounds of one call; `Window::default()` has none.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -120,9 +122,8 @@ mod tests {
         // Superseded after the moment: it held; before: it did not.
         assert!(w.held(50, None, Some(("superseded", 150))));
         assert!(!w.held(50, None, Some(("superseded", 100))));
-        assert!(w.held(50, None, Some(("deleted", 150))));
-        // Forgotten or consolidated: never seen again.
-        for reason in ["evicted", "expired", "summarized", "merged"] {
+        // Deleted at the user's word, forgotten or consolidated: never seen again.
+        for reason in ["deleted", "evicted", "expired", "summarized", "merged"] {
             assert!(!w.held(50, None, Some((reason, 150))), "{reason}");
         }
         // Validity is judged at the moment.

@@ -88,6 +88,39 @@ pub struct Model {
 /// Texts run through the encoder together at most (sorted by length, so a batch pads little).
 pub const BATCH: usize = 32;
 
+/// Word pieces (padding included) run through the encoder together at most, so the pause between
+/// two batches, where the caller checks for a cancel, comes within about a second on one core.
+pub const BATCH_PIECES: usize = 1024;
+
+/// Texts tokenized together at most, between two of the caller's checks.
+const TOKENIZE_BATCH: usize = 256;
+
+/// Bytes of a text's start the tokenizer reads at most, per word piece the model reads: a text is
+/// cut to `max(4096, 64 × max_tokens)` bytes before it is tokenized (16 KiB for 256 pieces), at a
+/// space when there is one near the cut. The model reads only the first `max_tokens` pieces, and
+/// the text before a space is tokenized as it is inside the whole text, so the cut changes
+/// nothing for a text whose first 64 × `max_tokens` bytes hold `max_tokens` pieces (any prose:
+/// about 4 to 6 bytes a piece); it bounds the time and memory a long text costs.
+pub const BYTES_PER_PIECE: usize = 64;
+
+/// The start of `text` the model reads (see `BYTES_PER_PIECE`).
+pub fn readable_part(text: &str, max_tokens: usize) -> &str {
+    let limit = (BYTES_PER_PIECE * max_tokens).max(4096);
+    if text.len() <= limit {
+        return text;
+    }
+    let mut end = limit;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    let head = &text[..end];
+    // A space among the last 256 bytes: cut there, so no word is cut in two.
+    match head.char_indices().rev().take_while(|(i, _)| end - i <= 256).find(|(_, c)| c.is_whitespace()) {
+        Some((i, _)) => &text[..i],
+        None => head,
+    }
+}
+
 /// The files of a model's folder: its BERT configuration, its tokenizer and its weights.
 const CONFIG: &str = "config.json";
 const TOKENIZER: &str = "tokenizer.json";
@@ -141,13 +174,23 @@ impl Model {
 
     /// Word pieces of `text` as the model sees it (after truncation), `[CLS]` and `[SEP]` included.
     pub fn tokens(&self, text: &str) -> Result<usize, EmbedError> {
-        Ok(self.tokenizer.encode(text, true).map_err(failed)?.get_ids().len())
+        Ok(self.tokenizer.encode(self.readable(text), true).map_err(failed)?.get_ids().len())
+    }
+
+    /// The start of `text` this model reads (`readable_part` at its `max_tokens`).
+    pub fn readable<'t>(&self, text: &'t str) -> &'t str {
+        readable_part(text, self.options.max_tokens)
     }
 
     /// The unit-length embeddings of `texts`, in order. `between` runs between batches (the
     /// extension checks for a cancel there) and may stop the call with an error of its own.
     pub fn embed<E: From<EmbedError>>(&self, texts: &[&str], mut between: impl FnMut() -> Result<(), E>) -> Result<Vec<Vec<f32>>, E> {
-        let encodings = self.tokenizer.encode_batch(texts.to_vec(), true).map_err(failed)?;
+        let mut encodings = Vec::with_capacity(texts.len());
+        for part in texts.chunks(TOKENIZE_BATCH) {
+            between()?;
+            let cut: Vec<&str> = part.iter().map(|t| self.readable(t)).collect();
+            encodings.extend(self.tokenizer.encode_batch(cut, true).map_err(failed)?);
+        }
         let mut order: Vec<usize> = (0..texts.len()).collect();
         order.sort_by_key(|&i| encodings[i].get_ids().len());
         let mut out: Vec<Vec<f32>> = vec![Vec::new(); texts.len()];
@@ -203,17 +246,17 @@ fn normalized(mut v: Vec<f32>) -> Vec<f32> {
     v
 }
 
-/// The batches of texts in length order (`order`, shortest first): at most `BATCH` texts each, and
-/// a batch ends before a text that would make padding more than a quarter of its word pieces
-/// (every text of a batch is padded to its longest), so a batch never costs much more than its
-/// texts one at a time.
+/// The batches of texts in length order (`order`, shortest first): at most `BATCH` texts and
+/// `BATCH_PIECES` padded word pieces each, and a batch ends before a text that would make padding
+/// more than a quarter of its word pieces (every text of a batch is padded to its longest), so a
+/// batch never costs much more than its texts one at a time.
 fn chunks_by_length(order: &[usize], len: impl Fn(usize) -> usize) -> Vec<&[usize]> {
     let mut out = Vec::new();
     let (mut start, mut real) = (0usize, 0usize);
     for (k, &i) in order.iter().enumerate() {
         let l = len(i).max(1);
         let n = k - start + 1;
-        if n > 1 && (n > BATCH || 4 * n * l > 5 * (real + l)) {
+        if n > 1 && (n > BATCH || n * l > BATCH_PIECES || 4 * n * l > 5 * (real + l)) {
             out.push(&order[start..k]);
             start = k;
             real = 0;
@@ -242,9 +285,27 @@ mod chunk_tests {
             let real: usize = c.iter().map(|&i| lens[i]).sum();
             assert!(c.len() == 1 || 4 * c.len() * longest <= 5 * real, "{c:?}");
             assert!(c.len() <= BATCH);
+            assert!(c.len() == 1 || c.len() * longest <= BATCH_PIECES);
         }
         assert_eq!(chunks.last().unwrap(), &[10usize].as_slice(), "the longest text runs alone");
         let many: Vec<usize> = (0..100).collect();
         assert!(chunks_by_length(&many, |_| 7).iter().all(|c| c.len() <= BATCH));
+        assert!(chunks_by_length(&many, |_| 200).iter().all(|c| c.len() * 200 <= BATCH_PIECES));
+    }
+
+    #[test]
+    fn a_long_text_is_cut_at_a_space_and_a_short_one_not_at_all() {
+        let short = "a short text";
+        assert_eq!(readable_part(short, 256), short);
+        let words = "lorem ipsum dolor ".repeat(2000);
+        let cut = readable_part(&words, 256);
+        assert!(cut.len() <= 64 * 256 && cut.len() > 64 * 256 - 256, "{}", cut.len());
+        assert!(words[cut.len()..].starts_with(' '), "cut before a space");
+        // Multi-byte text with no space: cut on a character's boundary.
+        let wide = "\u{6F22}".repeat(10_000);
+        let cut = readable_part(&wide, 256);
+        assert!(cut.len() <= 64 * 256 && wide.is_char_boundary(cut.len()));
+        // A small max_tokens still reads 4 KiB.
+        assert_eq!(readable_part(&words, 2).len(), readable_part(&words[..5000], 2).len());
     }
 }

@@ -118,6 +118,16 @@ class AsyncMemory:
         except psycopg.Error as e:
             raise AgentMemoryError.from_psycopg(e) from e
 
+    async def session_user(self) -> str | None:
+        """The user the connection's own settings name (``agent_memory.user_id``), if any."""
+        try:
+            async with self.pool.connection() as conn, conn.cursor() as cur:
+                await cur.execute("SELECT nullif(btrim(current_setting('agent_memory.user_id', true)), '')")
+                row = await cur.fetchone()
+                return row[0] if row else None
+        except psycopg.Error as e:
+            raise AgentMemoryError.from_psycopg(e) from e
+
     remember = _async(_calls.remember)
     recall = _async(_calls.recall)
     context = _async(_calls.context)
