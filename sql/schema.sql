@@ -1,5 +1,18 @@
 -- agent_memory: tables and indexes. Functions are generated from the Rust sources.
 
+-- (0.12.0) A database in UTF8: the library reads every text as UTF-8, and in another encoding
+-- (SQL_ASCII, LATIN1, ...) a text that is not valid UTF-8 would fail each call with an internal
+-- error instead of a clear one.
+DO $do$
+BEGIN
+    IF pg_catalog.getdatabaseencoding() OPERATOR(pg_catalog.<>) 'UTF8' THEN
+        RAISE EXCEPTION 'agent_memory needs a database in UTF8 encoding, and this one is in %', pg_catalog.getdatabaseencoding()
+            USING ERRCODE = 'feature_not_supported',
+                  HINT = 'Create the extension in a database made with ENCODING ''UTF8'' (CREATE DATABASE ... ENCODING ''UTF8'' TEMPLATE template0).';
+    END IF;
+END
+$do$;
+
 -- pgvector 0.8 or later: the approximate path of large users needs its iterative index scan
 -- (hnsw.iterative_scan).
 DO $do$
@@ -416,9 +429,10 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $body$
 DECLARE
-    dims       integer;
-    registered integer;
-    canonical  text;
+    dims        integer;
+    registered  integer;
+    canonical   text;
+    limit_bytes bigint;
 BEGIN
     -- A memory written without an embedding (INSERT or COPY of its content, or an UPDATE that
     -- sets emb to NULL) is embedded from its content: with its embedding_model when the server
@@ -426,6 +440,32 @@ BEGIN
     -- default model (agent_memory.default_model), whose vectors come from outside. It is
     -- embedded here, or (0.7.0) under agent_memory.embed_async by the background worker, in
     -- batches: until then emb stays NULL and only keyword recall finds the memory.
+    -- (0.12.0) Every path that writes a memory (reconcile, update, INSERT, COPY, the LangGraph
+    -- store) holds to the same bounds: content that is not empty and at most
+    -- agent_memory.max_content_bytes, metadata of at most agent_memory.max_metadata_bytes (as
+    -- text). The settings are read as text: without the library loaded they are not defined,
+    -- and their defaults hold.
+    IF TG_OP = 'INSERT' OR NEW.content IS DISTINCT FROM OLD.content THEN
+        IF pg_catalog.btrim(NEW.content, E' \t\n\r') = '' THEN
+            RAISE EXCEPTION 'content must not be empty'
+                USING ERRCODE = 'invalid_parameter_value',
+                      HINT = 'Store the memory''s text: a fact, a preference or an event in words.';
+        END IF;
+        limit_bytes := coalesce(pg_catalog.pg_size_bytes(nullif(pg_catalog.current_setting('agent_memory.max_content_bytes', true), '')), 1048576);
+        IF pg_catalog.octet_length(NEW.content) > limit_bytes THEN
+            RAISE EXCEPTION 'content is % bytes, more than the limit of %', pg_catalog.octet_length(NEW.content), limit_bytes
+                USING ERRCODE = 'program_limit_exceeded',
+                      HINT = 'Store a shorter content, or ask an administrator to raise agent_memory.max_content_bytes.';
+        END IF;
+    END IF;
+    IF TG_OP = 'INSERT' OR NEW.metadata IS DISTINCT FROM OLD.metadata THEN
+        limit_bytes := coalesce(pg_catalog.pg_size_bytes(nullif(pg_catalog.current_setting('agent_memory.max_metadata_bytes', true), '')), 65536);
+        IF pg_catalog.octet_length(NEW.metadata::text) > limit_bytes THEN
+            RAISE EXCEPTION 'metadata is % bytes, more than the limit of %', pg_catalog.octet_length(NEW.metadata::text), limit_bytes
+                USING ERRCODE = 'program_limit_exceeded',
+                      HINT = 'Store less in metadata, or ask an administrator to raise agent_memory.max_metadata_bytes.';
+        END IF;
+    END IF;
     -- (0.12.0) New content with the old embedding, of a model the server embeds with (a plain
     -- UPDATE ... SET content): the embedding is made again from the new content, as
     -- memory_update does. A model whose vectors come from outside keeps the one it was given.

@@ -181,8 +181,15 @@ fn threads_once() {
 }
 
 impl From<EmbedError> for MemoryError {
+    /// An error of a running model: a file that proves broken (its weights make no number) is
+    /// the model's, 22023 as at loading; a failure of the model on a text is XX000.
     fn from(e: EmbedError) -> Self {
-        MemoryError::new(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, format!("embedding: {e}"))
+        match e {
+            EmbedError::Missing(_) => MemoryError::new(PgSqlErrorCode::ERRCODE_UNDEFINED_FILE, format!("embedding: {e}")),
+            EmbedError::Broken(..) => MemoryError::invalid_parameter(format!("embedding: {e}"))
+                .hint("Install the model's files again (./scripts/setup.sh for all-MiniLM-L6-v2), or correct its row in agent_memory.embedding_models."),
+            EmbedError::Failed(_) => MemoryError::new(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, format!("embedding: {e}")),
+        }
     }
 }
 
@@ -211,6 +218,14 @@ fn with_local<R>(f: impl FnOnce(&mut Recent) -> R) -> Option<R> {
         }
         Some(f(&mut l.1))
     })
+}
+
+/// Entries a process adds to the shared cache between two of its trims.
+const TRIM_EVERY: usize = 1000;
+
+thread_local! {
+    /// Entries this process added to the shared cache since its last trim.
+    static ADDED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
 /// Whose words a text is, for the caches: a text embedded for one user is found again only for
@@ -337,6 +352,16 @@ pub fn embed_scoped(client: &mut SpiClient<'_>, model: &str, texts: &[&str], sco
         let vectors: Vec<Vec<f32>> = new.iter().map(|&i| out[i].clone().unwrap_or_default()).collect();
         let vectors = crate::vector::new_vector_array(&vectors)?;
         crate::locks::as_owner(client, CACHE, &[model.into(), entries.into(), vectors, owners.into()])?;
+        // The worker's pack pass keeps the cache to its size; without a worker, the processes
+        // that add to it do, every TRIM_EVERY entries they add.
+        let due = ADDED.with(|a| {
+            a.set(a.get() + new.len());
+            a.get() >= TRIM_EVERY
+        });
+        if due {
+            ADDED.with(|a| a.set(0));
+            crate::locks::as_owner(client, TRIM, &[gucs::embed_cache_size().into()])?;
+        }
     }
     crate::share::count_embeddings(hits, todo.len() as u64);
     with_local(|l| {
@@ -373,7 +398,7 @@ pub fn user_scope(user: &str) -> String {
 }
 
 /// Entries of the shared cache past `agent_memory.embed_cache_size`, oldest first, dropped by the
-/// worker's pack pass.
+/// worker's pack pass, and by a process that added `TRIM_EVERY` entries since its last trim.
 const TRIM: &str = "DELETE FROM agent_memory.embedding_cache c WHERE c.ctid IN ( \
        SELECT x.ctid FROM agent_memory.embedding_cache x ORDER BY x.created_at, x.model, x.text_hash \
         LIMIT greatest((SELECT count(*) FROM agent_memory.embedding_cache) - $1, 0)) RETURNING 1";

@@ -72,18 +72,35 @@ impl MemoryError {
             .hint("The installed schema does not match the library: run ALTER EXTENSION agent_memory UPDATE.")
     }
 
-    /// Raises the error as an `ERROR`; the current transaction is aborted.
+    /// Raises the error as an `ERROR`; the current transaction is aborted. Its texts are cut to
+    /// `REPORT_BYTES` each: a message that names a value the call was given (a user, a model, a
+    /// time) never echoes a megabyte of it to the client and the log.
     pub fn raise(self) -> ! {
-        let mut report = ErrorReport::new(self.code, self.message, "agent_memory");
+        let mut report = ErrorReport::new(self.code, clipped(self.message), "agent_memory");
         if let Some(d) = self.detail {
-            report = report.set_detail(d);
+            report = report.set_detail(clipped(d));
         }
         if let Some(h) = self.hint {
-            report = report.set_hint(h);
+            report = report.set_hint(clipped(h));
         }
         report.report(PgLogLevel::ERROR);
         unreachable!("an ERROR report does not return")
     }
+}
+
+/// The most bytes of each text of an error report.
+pub const REPORT_BYTES: usize = 1000;
+
+/// `text`, cut on a character's boundary to at most `REPORT_BYTES`, saying how long it was.
+pub fn clipped(text: String) -> String {
+    if text.len() <= REPORT_BYTES {
+        return text;
+    }
+    let mut end = REPORT_BYTES - 40;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… ({} bytes in all)", &text[..end], text.len())
 }
 
 /// `result.or_raise()`: the value, or the error raised to the client.

@@ -125,12 +125,14 @@ SELECT g.user_id, sum(g.live)::bigint - $1 AS excess, array_agg(g.embedding_mode
  GROUP BY g.user_id HAVING sum(g.live) > $1 OR sum(g.unprotected) > $2 \
  ORDER BY g.user_id";
 
-/// Retires the rows `($1[i], $2[i])` = (id, ctid) chosen by the ranking, skipping rows a
-/// concurrent write holds.
+/// Retires the rows at the ctids `$2` chosen by the ranking whose ids are among `$1` (a row
+/// that moved since is passed over; one that took a chosen place was chosen too), skipping rows
+/// a concurrent write holds. Found by their ctids alone (a TID scan, or a hashed filter): never
+/// a join the planner might make a nested loop of on stale statistics.
 const EVICT_ROWS: &str = "\
 WITH locked AS (SELECT m.ctid AS t FROM agent_memory.memories m \
-                  JOIN unnest($1::bigint[], $2::tid[]) AS x(id, t) ON m.ctid = x.t AND m.id = x.id \
-                 WHERE m.active AND NOT m.protected AND m.kind <> 'procedural' FOR UPDATE OF m SKIP LOCKED), \
+                 WHERE m.ctid = ANY ($2::tid[]) AND m.id = ANY ($1::bigint[]) \
+                   AND m.active AND NOT m.protected AND m.kind <> 'procedural' FOR UPDATE OF m SKIP LOCKED), \
      u AS (UPDATE agent_memory.memories m \
               SET active = (m.kind = 'episodic'), \
                   retired_reason = CASE WHEN m.kind = 'episodic' THEN NULL ELSE 'evicted' END, \
@@ -151,12 +153,14 @@ WITH r AS (SELECT m.ctid AS t, m.id, row_number() OVER (PARTITION BY m.user_id O
              FROM agent_memory.memories m WHERE m.active AND m.archived_at IS NOT NULL AND NOT m.protected), \
      o AS (SELECT r.t, r.id FROM r WHERE r.n > $2 LIMIT $1) \
 SELECT coalesce(array_agg(o.id), '{}'), coalesce(array_agg(o.t), '{}') FROM o";
-/// Retires (reason `evicted`) the archived rows `($1[i], $2[i])` = (id, ctid) that
-/// ARCHIVE_OVER_FIND chose and are still as found, skipping rows a concurrent write holds.
+/// Retires (reason `evicted`) the archived rows at the ctids `$2` that ARCHIVE_OVER_FIND chose,
+/// whose ids are among `$1`, skipping rows a concurrent write holds. By ctids alone, as
+/// EVICT_ROWS: while `archived_at` was NULL in every row at the last ANALYZE, a join of the
+/// chosen rows ran as a nested loop over the whole table for each of them.
 const ARCHIVE_RETIRE_ROWS: &str = "\
 WITH locked AS (SELECT m.ctid AS t FROM agent_memory.memories m \
-                  JOIN unnest($1::bigint[], $2::tid[]) AS x(id, t) ON m.ctid = x.t AND m.id = x.id \
-                 WHERE m.active AND m.archived_at IS NOT NULL AND NOT m.protected FOR UPDATE OF m SKIP LOCKED), \
+                 WHERE m.ctid = ANY ($2::tid[]) AND m.id = ANY ($1::bigint[]) \
+                   AND m.active AND m.archived_at IS NOT NULL AND NOT m.protected FOR UPDATE OF m SKIP LOCKED), \
      u AS (UPDATE agent_memory.memories m \
               SET active = false, retired_reason = 'evicted', retired_at = now(), version = m.version + 1 \
              FROM locked l WHERE m.ctid = l.t RETURNING 1) \

@@ -324,3 +324,77 @@ fn a_bound_writer_claims_no_model_name_for_the_other_tenants() {
     free.batch_execute("INSERT INTO agent_memory.memories (user_id, content, emb, embedding_model) VALUES ('tc-1', 'y', '[1,2]', 'two-d')")
         .unwrap();
 }
+
+#[test]
+fn without_a_worker_the_cache_keeps_to_its_size() {
+    const DB: &str = "am_texts_trim";
+    let mut su = setup(DB);
+    agent_memory_tests::alter_system(&mut su, &[("embed_cache_size", "100")]);
+    let texts: Vec<String> = (0..1100).map(|i| format!("note {i} about a small thing")).collect();
+    let n: i64 = su.query_one("SELECT count(*) FROM agent_memory.memory_embed($1::text[])", &[&texts]).unwrap().get(0);
+    assert_eq!(n, 1100);
+    let left = entries(&mut su);
+    agent_memory_tests::reset_system(&mut su, &["embed_cache_size"]);
+    assert!(left <= 100, "{left} entries kept past a size of 100, with no worker in this database");
+}
+
+#[test]
+fn an_error_never_echoes_a_megabyte_of_its_input() {
+    const DB: &str = "am_texts_echo";
+    let mut su = setup(DB);
+    let big = "r".repeat(1_000_000);
+    let e = su.query("SELECT agent_memory.memory_record_turn('tb-1', 's', $1, 'hello')", &[&big]).unwrap_err();
+    let db = e.as_db_error().unwrap();
+    assert_eq!(db.code().code(), "22023");
+    assert!(db.message().len() <= 1000, "a message of {} bytes", db.message().len());
+    assert!(db.message().contains("bytes in all"), "{}", &db.message()[..100]);
+    // Empty content is no memory, on every path.
+    let e = su.query("SELECT * FROM agent_memory.memory_reconcile('tb-1', NULL, NULL, NULL, '   ')", &[]).unwrap_err();
+    assert_eq!(sqlstate(&e), "22023", "{e}");
+    let e = su.execute("INSERT INTO agent_memory.memories (user_id, content) VALUES ('tb-1', '')", &[]).unwrap_err();
+    assert_eq!(sqlstate(&e), "22023", "{e}");
+    // Metadata past agent_memory.max_metadata_bytes is refused on a direct write too.
+    let e = su
+        .execute(
+            "INSERT INTO agent_memory.memories (user_id, content, metadata) VALUES ('tb-1', 'a note', jsonb_build_object('blob', repeat('x', 100000)))",
+            &[],
+        )
+        .unwrap_err();
+    assert_eq!(sqlstate(&e), "54000", "{e}");
+}
+
+#[test]
+fn an_application_role_imports_through_a_temporary_table() {
+    const DB: &str = "am_texts_copy";
+    let _su = setup(DB);
+    let mut a = as_role("am_txt_a", DB, Some("ta-5"));
+    // PostgreSQL refuses COPY FROM into a table under row-level security (0A000) ...
+    let e = a.copy_in("COPY agent_memory.memories (user_id, content) FROM STDIN").err();
+    let e = e.expect("COPY FROM is refused under row-level security");
+    assert_eq!(sqlstate(&e), "0A000", "{e}");
+    // ... so the README's import goes through a temporary table, row by row under the policies.
+    let mut a = as_role("am_txt_a", DB, Some("ta-5"));
+    a.batch_execute("CREATE TEMP TABLE m (user_id text, content text)").unwrap();
+    let mut w = a.copy_in("COPY m FROM STDIN").unwrap();
+    use std::io::Write;
+    writeln!(w, "ta-5\tKeeps a logbook of every walk").unwrap();
+    writeln!(w, "ta-5\tPrefers trains to planes").unwrap();
+    w.finish().unwrap();
+    let n = a.execute("INSERT INTO agent_memory.memories (user_id, content) SELECT user_id, content FROM m", &[]).unwrap();
+    assert_eq!(n, 2);
+    let e = a.execute("INSERT INTO agent_memory.memories (user_id, content) VALUES ('tb-1', 'not mine')", &[]).unwrap_err();
+    assert_eq!(sqlstate(&e), "42501", "another tenant's row is refused: {e}");
+}
+
+#[test]
+fn the_extension_needs_a_database_in_utf8() {
+    let mut admin = agent_memory_tests::connect("postgres");
+    admin.batch_execute("DROP DATABASE IF EXISTS am_texts_ascii").unwrap();
+    admin.batch_execute("CREATE DATABASE am_texts_ascii ENCODING 'SQL_ASCII' TEMPLATE template0 LC_COLLATE 'C' LC_CTYPE 'C'").unwrap();
+    let mut c = agent_memory_tests::connect("am_texts_ascii");
+    let e = c.batch_execute("SET client_min_messages = warning; CREATE EXTENSION agent_memory CASCADE").unwrap_err();
+    assert_eq!(sqlstate(&e), "0A000", "{e}");
+    assert!(e.as_db_error().unwrap().hint().unwrap_or_default().contains("UTF8"));
+    drop(c);
+    admin.batch_execute("DROP DATABASE am_texts_ascii WITH (FORCE)").unwrap();
+}

@@ -83,6 +83,18 @@ pub struct Model {
     options: Options,
     dims: usize,
     device: Device,
+    /// Its weights' file, named when they make no number.
+    weights: PathBuf,
+}
+
+/// What a panic of a library this crate calls said (a malformed file can make candle or the
+/// tokenizer panic instead of returning an error).
+fn panic_text(p: Box<dyn std::any::Any + Send>) -> String {
+    match (p.downcast_ref::<&str>(), p.downcast_ref::<String>()) {
+        (Some(s), _) => s.to_string(),
+        (_, Some(s)) => s.clone(),
+        _ => "an unexpected failure".to_string(),
+    }
 }
 
 /// Texts run through the encoder together at most (sorted by length, so a batch pads little).
@@ -146,6 +158,12 @@ impl Model {
     /// `options.max_tokens` and padding to the longest text of a batch, as sentence-transformers
     /// does (the files of all-MiniLM-L6-v2 say 128 and a fixed 128).
     pub fn load(dir: &Path, options: Options) -> Result<Model, EmbedError> {
+        let weights = dir.join(WEIGHTS);
+        std::panic::catch_unwind(|| Self::load_files(dir, options))
+            .unwrap_or_else(|p| Err(EmbedError::Broken(weights, format!("the model cannot be built from it: {}", panic_text(p)))))
+    }
+
+    fn load_files(dir: &Path, options: Options) -> Result<Model, EmbedError> {
         let config_path = file(dir, CONFIG)?;
         let tokenizer_path = file(dir, TOKENIZER)?;
         let weights_path = file(dir, WEIGHTS)?;
@@ -164,7 +182,14 @@ impl Model {
         let vb = VarBuilder::from_buffered_safetensors(weights, DType::F32, &device)
             .map_err(|e| EmbedError::Broken(weights_path.clone(), e.to_string()))?;
         let bert = BertModel::load(vb, &config).map_err(|e| EmbedError::Broken(weights_path.clone(), e.to_string()))?;
-        Ok(Model { bert, tokenizer, options: Options { max_tokens: max, ..options }, dims: config.hidden_size, device })
+        Ok(Model {
+            bert,
+            tokenizer,
+            options: Options { max_tokens: max, ..options },
+            dims: config.hidden_size,
+            device,
+            weights: weights_path,
+        })
     }
 
     /// The dimension of the vectors.
@@ -196,7 +221,16 @@ impl Model {
         let mut out: Vec<Vec<f32>> = vec![Vec::new(); texts.len()];
         for chunk in chunks_by_length(&order, |i| encodings[i].get_ids().len()) {
             between()?;
-            let vectors = self.run(chunk.iter().map(|&i| &encodings[i]).collect::<Vec<_>>().as_slice())?;
+            let batch = chunk.iter().map(|&i| &encodings[i]).collect::<Vec<_>>();
+            let vectors = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.run(&batch)))
+                .unwrap_or_else(|p| Err(failed(format!("the model panicked: {}", panic_text(p)))))?;
+            if vectors.iter().flatten().any(|x| !x.is_finite()) {
+                return Err(EmbedError::Broken(
+                    self.weights.clone(),
+                    "the model makes numbers that are not finite (NaN or infinite weights)".into(),
+                )
+                .into());
+            }
             for (&i, v) in chunk.iter().zip(vectors) {
                 out[i] = v;
             }

@@ -41,8 +41,9 @@ async def _client() -> AsyncMemory:
         user = os.environ.get("AGENT_MEMORY_USER", "").strip() or await memory.session_user()
         if not user:
             await memory.close()
-            raise RuntimeError("set AGENT_MEMORY_USER to the user this server serves (or agent_memory.user_id in the "
-                               "connection's options)")
+            # (A ValueError reaches the client as the tool's error, with this text.)
+            raise ValueError("set AGENT_MEMORY_USER to the user this server serves (or agent_memory.user_id in the "
+                             "connection's options)")
         _memory, _user = memory, user
     return _memory
 

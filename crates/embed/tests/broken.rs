@@ -1,0 +1,70 @@
+//! A model folder whose files are damaged is an error naming the file, never a panic and never a
+//! vector of NaNs: weights cut short, a configuration that does not fit the weights, weights
+//! that hold NaN. Each case is a copy of the installed model's folder with one file changed.
+
+use std::path::{Path, PathBuf};
+
+use agent_memory_embed::{EmbedError, Model, Options};
+
+fn model_dir() -> PathBuf {
+    if let Ok(d) = std::env::var("AGENT_MEMORY_MODEL_DIR") {
+        return PathBuf::from(d);
+    }
+    let out = std::process::Command::new("pg_config").arg("--sharedir").output().expect("pg_config --sharedir");
+    PathBuf::from(String::from_utf8(out.stdout).unwrap().trim()).join("agent_memory/models/all-MiniLM-L6-v2")
+}
+
+/// A copy of the model's folder under the temporary folder, named `name`.
+fn copy(name: &str) -> PathBuf {
+    let from = model_dir();
+    let to = std::env::temp_dir().join(format!("agent_memory_broken_{}_{name}", std::process::id()));
+    std::fs::create_dir_all(&to).unwrap();
+    for f in ["config.json", "tokenizer.json", "model.safetensors"] {
+        std::fs::copy(from.join(f), to.join(f)).unwrap();
+    }
+    to
+}
+
+fn broken(dir: &Path) -> String {
+    match Model::load(dir, Options::default()) {
+        Err(EmbedError::Broken(p, why)) => format!("{}: {why}", p.display()),
+        Err(e) => panic!("expected a broken file, got {e}"),
+        Ok(m) => match m.embed::<EmbedError>(&["a text"], || Ok(())) {
+            Err(EmbedError::Broken(p, why)) => format!("{}: {why}", p.display()),
+            other => panic!("expected a broken file, got {:?}", other.map(|v| v[0][..3].to_vec())),
+        },
+    }
+}
+
+#[test]
+fn weights_cut_short_are_a_broken_file() {
+    let dir = copy("short");
+    let w = dir.join("model.safetensors");
+    let bytes = std::fs::read(&w).unwrap();
+    std::fs::write(&w, &bytes[..bytes.len() / 2]).unwrap();
+    assert!(broken(&dir).contains("model.safetensors"));
+}
+
+#[test]
+fn a_configuration_that_does_not_fit_the_weights_is_a_broken_file() {
+    let dir = copy("config");
+    let c = dir.join("config.json");
+    let text = std::fs::read_to_string(&c).unwrap().replace("\"hidden_size\": 384", "\"hidden_size\": 100");
+    assert!(text.contains("\"hidden_size\": 100"), "the configuration names its hidden size");
+    std::fs::write(&c, text).unwrap();
+    assert!(broken(&dir).contains("model.safetensors"));
+}
+
+#[test]
+fn weights_that_hold_nan_are_a_broken_file_not_a_vector() {
+    let dir = copy("nan");
+    let w = dir.join("model.safetensors");
+    let mut tensors = candle_core::safetensors::load(&w, &candle_core::Device::Cpu).unwrap();
+    let name = tensors.keys().find(|k| k.ends_with("attention.self.query.weight")).unwrap().clone();
+    let t = &tensors[&name];
+    let nan = candle_core::Tensor::full(f32::NAN, t.shape(), &candle_core::Device::Cpu).unwrap().to_dtype(t.dtype()).unwrap();
+    tensors.insert(name, nan);
+    candle_core::safetensors::save(&tensors, &w).unwrap();
+    let why = broken(&dir);
+    assert!(why.contains("not finite"), "{why}");
+}
