@@ -378,13 +378,15 @@ pub fn embed_scoped(client: &mut SpiClient<'_>, model: &str, texts: &[&str], sco
 }
 
 /// Which texts' embeddings may be kept: those of a scope that is not a user's, or of a user whose
-/// erasure lock this transaction holds shared (taken here, never waited for).
+/// rows this node holds (every user on one server; on a Citus cluster, the node where the user's
+/// erasure runs, so no other node keeps a copy of the user's words) and whose erasure lock this
+/// transaction holds shared (taken here, never waited for).
 fn keepable(client: &mut SpiClient<'_>, scopes: &[&str]) -> Result<Vec<bool>> {
     let mut users: HashMap<&str, bool> = HashMap::new();
     for s in scopes {
         if let Some(u) = s.strip_prefix("user:") {
             if !users.contains_key(u) {
-                let free = crate::locks::try_erasure_shared(client, u)?;
+                let free = crate::placement::tables_of_user(u).is_ok() && crate::locks::try_erasure_shared(client, u)?;
                 users.insert(u, free);
             }
         }

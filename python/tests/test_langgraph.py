@@ -144,6 +144,14 @@ def test_a_value_is_bounded_like_any_metadata(store: AgentMemoryStore, user: str
     assert store.get((user, "big"), "b") is not None
 
 
+def test_blank_keys_and_texts_are_items_too(store: AgentMemoryStore, user: str):
+    store.put((user, "blank"), "", {"text": ""})
+    store.put((user, "blank"), " ", {"text": "   "}, index=False)
+    assert store.get((user, "blank"), "").value == {"text": ""}
+    assert store.get((user, "blank"), " ").value == {"text": "   "}
+    assert {i.key for i in store.search((user, "blank"))} == {"", " "}
+
+
 def test_concurrent_first_puts_of_one_key_leave_one_item(store: AgentMemoryStore, user: str, admin: psycopg.Connection):
     barrier = threading.Barrier(8)
     errors: list[BaseException] = []

@@ -532,6 +532,40 @@ fn erasure_through_the_coordinator_removes_the_user_from_every_node() {
     assert!(none.is_empty());
 }
 
+/// The embedding cache's entries of `user`'s scope on node `n` (each node keeps its own cache).
+fn cached_of(n: u16, user: &str) -> i64 {
+    node(n)
+        .query_one(
+            "SELECT count(*) FROM agent_memory.embedding_cache e, agent_memory.lock_salt s
+              WHERE e.scope_hash = sha256(s.receipt_key || convert_to('user:' || $1, 'UTF8'))",
+            &[&user],
+        )
+        .unwrap()
+        .get(0)
+}
+
+#[test]
+#[ignore = "needs the Citus cluster of tests/citus.sh"]
+fn a_users_words_are_cached_only_where_the_user_is_held_and_go_with_the_erasure() {
+    let mut cl = coordinator();
+    let user = "cache-001";
+    cl.query("SELECT * FROM agent_memory.memory_reconcile($1, NULL, NULL, NULL, 'Keeps a tortoise called Pebble')", &[&user]).unwrap();
+    cl.query("SELECT id FROM agent_memory.memory_recall($1, 'what pet does the user keep?', 3, touch => false)", &[&user]).unwrap();
+    // memory_embed is no per-user call: it runs on the coordinator, in the session's user's scope.
+    cl.batch_execute(
+        "SET agent_memory.user_id = 'cache-001'; SELECT agent_memory.memory_embed('asked on the coordinator'); RESET agent_memory.user_id",
+    )
+    .unwrap();
+    let h = holder(&mut cl, user);
+    assert!(cached_of(h, user) >= 2, "the holder caches the user's texts and questions");
+    assert_eq!(cached_of(0, user), 0, "the coordinator keeps no copy of the user's words");
+    assert_eq!(cached_of(3 - h, user), 0, "nor does the other worker");
+    cl.query("SELECT * FROM agent_memory.memory_erase($1)", &[&user]).unwrap();
+    for n in 0..3 {
+        assert_eq!(cached_of(n, user), 0, "node {n} keeps cache entries of the erased user");
+    }
+}
+
 #[test]
 #[ignore = "needs the Citus cluster of tests/citus.sh"]
 fn turns_tasks_and_updates_by_id_through_the_coordinator_answer_as_one_server_does() {

@@ -181,14 +181,17 @@ class AgentMemoryStore(BaseStore):
     def _text_of(self, op: PutOp) -> tuple[str, bool]:
         """The text the server embeds for an item, and whether it is indexed at all."""
         assert op.value is not None
+        # A memory's content is never empty (the extension refuses it): an item with no text to
+        # index stands by its key, or by its namespace and key when the key is blank.
+        unindexed = op.key if op.key.strip() else PREFIX + ".".join((*op.namespace, op.key))
         if op.index is False:
-            return op.key, False
+            return unindexed, False
         fields = self._fields if op.index is None else [(f, tokenize_path(f)) for f in op.index]
         texts: list[str] = []
         for path, tokens in fields:
-            texts.extend(get_text_at_path(op.value, tokens if path != "$" else "$"))
+            texts.extend(t for t in get_text_at_path(op.value, tokens if path != "$" else "$") if t.strip())
         if not texts:
-            return op.key, False
+            return unindexed, False
         return "\n".join(texts), True
 
     @staticmethod
