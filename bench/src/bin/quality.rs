@@ -27,6 +27,8 @@ use postgres::Client;
 
 const DIMS: usize = 384;
 const DB: &str = "am_bench_quality";
+/// The database of the LongMemEval histories.
+const LME_DB: &str = "am_bench_lme";
 const MODEL: &str = "all-MiniLM-L6-v2";
 
 struct Question {
@@ -368,6 +370,277 @@ fn fusion_variants(c: &mut Client, convs: &[Conversation], questions: &[Question
     )
 }
 
+// --- The channels side by side, through text alone, on both sets ---------------------------------
+
+/// A question as the text-only comparison asks it.
+struct Asked {
+    user: String,
+    text: String,
+    evidence: Vec<String>,
+    kind: String,
+}
+
+/// The three rankings of a text question: the vector channel alone (the question embedded by the
+/// server, passed as a vector), the keyword channel alone, and the default text call (both,
+/// fused).
+const CHANNELS: &[(&str, &str)] = &[
+    (
+        "vector only",
+        "SELECT id FROM agent_memory.memory_recall($1, agent_memory.memory_embed($2), 10, model => 'all-MiniLM-L6-v2', touch => false)",
+    ),
+    (
+        "keyword only",
+        "SELECT id FROM agent_memory.memory_recall($1, NULL::vector, 10, model => 'all-MiniLM-L6-v2', touch => false, query_text => $2)",
+    ),
+    ("fused (the default text call)", "SELECT id FROM agent_memory.memory_recall($1, $2::text, 10, touch => false)"),
+];
+
+/// Per channel, per kind ("all" too): sums of recall@5 and @10, and the count; and per channel
+/// the mean time of a call in ms.
+type ChannelScores = (Vec<BTreeMap<String, (f64, f64, usize)>>, Vec<f64>);
+
+fn ask_channels(c: &mut Client, questions: &[Asked], by_id: &HashMap<i64, String>) -> ChannelScores {
+    let mut scores = vec![BTreeMap::new(); CHANNELS.len()];
+    let mut ms = vec![0.0; CHANNELS.len()];
+    for (ci, (_, sql)) in CHANNELS.iter().enumerate() {
+        // Once to warm the backend (the model, the plans), then each question timed.
+        if let Some(q) = questions.first() {
+            c.query(*sql, &[&q.user, &q.text]).unwrap();
+        }
+        let t = std::time::Instant::now();
+        for q in questions {
+            let ranked: Vec<String> = c
+                .query(*sql, &[&q.user, &q.text])
+                .unwrap()
+                .iter()
+                .map(|r| by_id.get(&r.get::<_, i64>(0)).cloned().unwrap_or_default())
+                .collect();
+            let evidence: HashSet<&str> = q.evidence.iter().map(String::as_str).collect();
+            let hits = |k: usize| -> f64 {
+                if evidence.is_empty() {
+                    return 0.0;
+                }
+                ranked.iter().take(k).filter(|t| evidence.contains(t.as_str())).count() as f64 / evidence.len() as f64
+            };
+            let (r5, r10) = (hits(5), hits(10));
+            for kind in ["all".to_string(), q.kind.clone()] {
+                let e = scores[ci].entry(kind).or_insert((0.0, 0.0, 0));
+                e.0 += r5;
+                e.1 += r10;
+                e.2 += 1;
+            }
+        }
+        ms[ci] = t.elapsed().as_secs_f64() * 1000.0 / questions.len().max(1) as f64;
+    }
+    (scores, ms)
+}
+
+/// The table of `ask_channels`, a row per kind (all first), and the worst margin of the fused
+/// call over its best channel at k = 5 and 10, over the kinds.
+fn channel_table(scores: &ChannelScores, kinds: &[(String, String)]) -> (String, f64, f64) {
+    let (per, ms) = scores;
+    let mut rows = Vec::new();
+    let (mut worst5, mut worst10) = (f64::INFINITY, f64::INFINITY);
+    for (kind, label) in std::iter::once(&("all".to_string(), "all".to_string())).chain(kinds) {
+        let Some(n) = per[0].get(kind).map(|e| e.2) else { continue };
+        let mut row = vec![label.clone(), n.to_string()];
+        let at = |ci: usize| per[ci].get(kind).map(|e| (e.0 / e.2 as f64, e.1 / e.2 as f64)).unwrap_or((0.0, 0.0));
+        let (v, k, f) = (at(0), at(1), at(2));
+        for (a, b) in [v, k, f] {
+            row.push(format!("{a:.3}"));
+            row.push(format!("{b:.3}"));
+        }
+        let (m5, m10) = (f.0 - v.0.max(k.0), f.1 - v.1.max(k.1));
+        row.push(format!("{m5:+.3} / {m10:+.3}"));
+        worst5 = worst5.min(m5);
+        worst10 = worst10.min(m10);
+        rows.push(row);
+    }
+    let mut last = vec!["ms per call".to_string(), String::new()];
+    for m in ms {
+        last.push(format!("{m:.2}"));
+        last.push(String::new());
+    }
+    last.push(String::new());
+    rows.push(last);
+    let header = [
+        "kind",
+        "questions",
+        "vector @5",
+        "vector @10",
+        "keyword @5",
+        "keyword @10",
+        "fused @5",
+        "fused @10",
+        "fused − best channel @5 / @10",
+    ];
+    (table(&header, &rows), worst5, worst10)
+}
+
+/// LoCoMo's categories by number, as the questions carry them.
+fn locomo_kinds() -> Vec<(String, String)> {
+    [(1, "multi-hop"), (2, "temporal"), (3, "open-domain"), (4, "single-hop")].iter().map(|(n, l)| (n.to_string(), l.to_string())).collect()
+}
+
+/// The LongMemEval development questions of `dir` (one file a question, its own history), loaded
+/// as one user a question: every turn an episodic memory written as text (embedded by the server,
+/// a user's turns in one call), dated so that "now" is the question's date. Returns the questions
+/// and the memories' turn ids by memory id.
+fn load_longmem(c: &mut Client, dir: &std::path::Path) -> (Vec<Asked>, HashMap<i64, String>) {
+    // QUALITY_REUSE=1: the histories a previous run wrote are asked again (for tuning; the
+    // embeddings take most of the run).
+    let reuse = std::env::var("QUALITY_REUSE").is_ok()
+        && c.query_one(
+            "SELECT to_regclass('eval_lme') IS NOT NULL AND EXISTS (SELECT 1 FROM agent_memory.memories WHERE user_id LIKE 'lme-%')",
+            &[],
+        )
+        .map(|r| r.get::<_, bool>(0))
+        .unwrap_or(false);
+    if !reuse {
+        c.batch_execute(
+            "SET client_min_messages = warning;
+             DROP EXTENSION IF EXISTS agent_memory CASCADE; CREATE EXTENSION agent_memory CASCADE;
+             DROP TABLE IF EXISTS eval_lme; CREATE TABLE eval_lme (user_id text, ord int, turn_id text, content text, at timestamp, asked timestamp);",
+        )
+        .unwrap();
+    }
+    let mut files: Vec<std::path::PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    files.sort();
+    let mut questions = Vec::new();
+    let mut rows = String::new();
+    for f in &files {
+        let user = f.file_stem().unwrap().to_string_lossy().to_string();
+        let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(f).unwrap()).unwrap();
+        let q = &v["questions"][0];
+        let asked = q["question_date"].as_str().unwrap().to_string();
+        for (i, t) in v["turns"].as_array().unwrap().iter().enumerate() {
+            let clean = t["text"].as_str().unwrap().replace(['\t', '\n', '\r'], " ").replace('\\', "\\\\");
+            rows += &format!("{user}\t{i}\t{}\t{clean}\t{}\t{asked}\n", t["id"].as_str().unwrap(), t["at"].as_str().unwrap());
+        }
+        questions.push(Asked {
+            user,
+            text: q["question"].as_str().unwrap().to_string(),
+            evidence: q["evidence"].as_array().unwrap().iter().filter_map(|x| x.as_str().map(str::to_string)).collect(),
+            kind: q["category"].as_str().unwrap_or("unknown").to_string(),
+        });
+    }
+    let users: Vec<String> = if reuse { Vec::new() } else { questions.iter().map(|q| q.user.clone()).collect() };
+    if !reuse {
+        let mut w = c.copy_in("COPY eval_lme FROM STDIN").unwrap();
+        w.write_all(rows.as_bytes()).unwrap();
+        w.finish().unwrap();
+    }
+    for user in &users {
+        c.execute(
+            "INSERT INTO agent_memory.memories (user_id, kind, content, emb, embedding_model, created_at, last_hit_at, source)
+             SELECT e.user_id, 'episodic', e.content, v.embedding, 'all-MiniLM-L6-v2', now() - (e.asked - e.at), now() - (e.asked - e.at), e.turn_id
+               FROM eval_lme e
+               JOIN agent_memory.memory_embed((SELECT array_agg(x.content ORDER BY x.ord) FROM eval_lme x WHERE x.user_id = $1)) v
+                 ON v.ordinal = e.ord + 1
+              WHERE e.user_id = $1",
+            &[user],
+        )
+        .unwrap();
+    }
+    c.batch_execute("SELECT agent_memory.memory_pack(u) FROM (SELECT DISTINCT user_id AS u FROM agent_memory.memories) s").unwrap();
+    c.batch_execute("VACUUM ANALYZE agent_memory.memories").unwrap();
+    let by_id = c
+        .query("SELECT id, source FROM agent_memory.memories", &[])
+        .unwrap()
+        .iter()
+        .map(|r| (r.get::<_, i64>(0), r.get::<_, String>(1)))
+        .collect();
+    (questions, by_id)
+}
+
+/// Both sets through text alone, each channel beside the fused call (`QUALITY_CHANNELS_ONLY=1`
+/// runs only this).
+fn channels_on_both_sets(c: &mut Client, convs: &[Conversation], questions: &[Question]) -> String {
+    let mut out = String::from(
+        "\n## The channels beside the fused call, through text alone, on both sets\n\nEvery turn written as text and \
+         embedded by the server; each question asked as text three ways: the vector channel alone (the question embedded \
+         by the server and passed as a vector), the keyword channel alone (`query => NULL, query_text => q`), and the default \
+         text call, which fuses both. The last column is the fused call's margin over the better of the two channels (the \
+         target: never below −0.01 in any kind).\n",
+    );
+    let t = std::time::Instant::now();
+    let ids = load(c, convs, false, true);
+    let by_id: HashMap<i64, String> = ids.iter().map(|((_, t), id)| (*id, t.clone())).collect();
+    let asked: Vec<Asked> = questions
+        .iter()
+        .map(|q| Asked { user: q.user.clone(), text: q.text.clone(), evidence: q.evidence.clone(), kind: q.category.to_string() })
+        .collect();
+    let scores = ask_channels(c, &asked, &by_id);
+    out += &format!("\n### LoCoMo ({} questions; loaded and asked in {:.0} s)\n\n", asked.len(), t.elapsed().as_secs_f64());
+    let (tab, w5, w10) = channel_table(&scores, &locomo_kinds());
+    out += &tab;
+    out +=
+        &format!("\nWorst margin of the fused call over its best channel, over the categories: {w5:+.3} at k = 5, {w10:+.3} at k = 10.\n");
+    let dir = std::env::var("AGENT_MEMORY_LONGMEM")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|_| std::path::PathBuf::from(std::env::var("AGENT_MEMORY_EVAL").unwrap()).join("../longmemeval"));
+    if dir.is_dir() {
+        // A database of its own, so that QUALITY_REUSE can ask a previous run's histories again.
+        let mut admin = connect("postgres");
+        if admin.query_opt("SELECT 1 FROM pg_database WHERE datname = $1", &[&LME_DB]).unwrap().is_none() {
+            admin.batch_execute(&format!("CREATE DATABASE {LME_DB}")).unwrap();
+        }
+        let c = &mut connect(LME_DB);
+        c.batch_execute("SET agent_memory.embed_max_bytes = 67108864").unwrap();
+        let t = std::time::Instant::now();
+        let (lme, by_id) = load_longmem(c, &dir);
+        let loaded = t.elapsed().as_secs_f64();
+        let t = std::time::Instant::now();
+        let scores = ask_channels(c, &lme, &by_id);
+        let mut kinds: Vec<String> = lme.iter().map(|q| q.kind.clone()).collect();
+        kinds.sort();
+        kinds.dedup();
+        let kinds: Vec<(String, String)> = kinds.into_iter().map(|k| (k.clone(), k)).collect();
+        out += &format!(
+            "\n### LongMemEval development questions ({} questions, {} turns written in {loaded:.0} s; asked in {:.0} s)\n\n",
+            lme.len(),
+            by_id.len(),
+            t.elapsed().as_secs_f64()
+        );
+        let (tab, w5, w10) = channel_table(&scores, &kinds);
+        out += &tab;
+        out +=
+            &format!("\nWorst margin of the fused call over its best channel, over the kinds: {w5:+.3} at k = 5, {w10:+.3} at k = 10.\n");
+        out += &variants(c, &lme, &by_id, &kinds);
+    } else {
+        out += &format!("\n(The LongMemEval questions are not at {}: skipped.)\n", dir.display());
+    }
+    println!("{out}");
+    out
+}
+
+/// QUALITY_VARIANTS="name:agent_memory.a=1,agent_memory.b=2;name2:...": the channels again under
+/// each set of settings (for tuning), one line each.
+fn variants(c: &mut Client, questions: &[Asked], by_id: &HashMap<i64, String>, kinds: &[(String, String)]) -> String {
+    let mut out = String::new();
+    for spec in std::env::var("QUALITY_VARIANTS").unwrap_or_default().split(';').filter(|s| !s.trim().is_empty()) {
+        let (name, sets) = spec.split_once(':').expect("QUALITY_VARIANTS: name:setting=value,...");
+        let mut saved = Vec::new();
+        for kv in sets.split(',').filter(|s| !s.trim().is_empty()) {
+            let (n, v) = kv.split_once('=').expect("QUALITY_VARIANTS: name:setting=value,...");
+            saved.push((n.trim().to_string(), c.query_one("SELECT current_setting($1)", &[&n.trim()]).unwrap().get::<_, String>(0)));
+            c.execute("SELECT set_config($1, $2, false)", &[&n.trim(), &v.trim()]).unwrap();
+        }
+        let s = ask_channels(c, questions, by_id);
+        let (_, w5, w10) = channel_table(&s, kinds);
+        let all = s.0[2].get("all").map(|e| (e.0 / e.2 as f64, e.1 / e.2 as f64)).unwrap_or_default();
+        out += &format!("variant {name}: fused @5 {:.3} @10 {:.3}; worst margin {w5:+.3} / {w10:+.3}\n", all.0, all.1);
+        for (n, v) in saved {
+            c.execute("SELECT set_config($1, $2, false)", &[&n, &v]).unwrap();
+        }
+    }
+    out
+}
+
 /// The ranked rows of one recall mode's SQL for a question (`$3` is its text when the mode uses it).
 fn run_mode(c: &mut Client, sql: &str, q: &Question) -> Result<Vec<postgres::Row>, postgres::Error> {
     let v = Vector::from(q.emb.clone());
@@ -395,7 +668,16 @@ fn main() {
         c.execute("SELECT set_config($1, $2, false)", &[&name.trim(), &value.trim()]).unwrap();
         println!("set {} = {}", name.trim(), value.trim());
     }
+    // Long texts are written in calls of up to a user's whole history.
+    c.batch_execute("SET agent_memory.embed_max_bytes = 67108864").unwrap();
     let only_before = std::env::var("QUALITY_ONLY_BEFORE").is_ok();
+    if std::env::var("QUALITY_CHANNELS_ONLY").is_ok() {
+        let out = channels_on_both_sets(&mut c, &convs, &questions);
+        if let Ok(path) = std::env::var("BENCH_OUT") {
+            std::fs::write(path, &out).unwrap();
+        }
+        return;
+    }
     let mut report = String::new();
     let all: Vec<&Mode> = MODES.iter().collect();
     let started = std::time::Instant::now();
@@ -481,6 +763,9 @@ fn main() {
             .collect();
         println!("recall@10 after / before: {}", ratio.join("; "));
         report += &format!("\nrecall@10 after / before: {}.\n", ratio.join("; "));
+    }
+    if std::env::var("QUALITY_NO_TEXT").is_err() {
+        report += &channels_on_both_sets(&mut c, &convs, &questions);
     }
     println!("\n({:.0} s)", started.elapsed().as_secs_f64());
     if let Ok(path) = std::env::var("BENCH_OUT") {
