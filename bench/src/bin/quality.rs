@@ -580,6 +580,9 @@ fn channels_on_both_sets(c: &mut Client, convs: &[Conversation], questions: &[Qu
     out += &tab;
     out +=
         &format!("\nWorst margin of the fused call over its best channel, over the categories: {w5:+.3} at k = 5, {w10:+.3} at k = 10.\n");
+    if std::env::var("QUALITY_SIMULATE").is_ok() {
+        out += &simulate(c, &asked, &by_id, "LoCoMo");
+    }
     let dir = std::env::var("AGENT_MEMORY_LONGMEM")
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|_| std::path::PathBuf::from(std::env::var("AGENT_MEMORY_EVAL").unwrap()).join("../longmemeval"));
@@ -611,11 +614,152 @@ fn channels_on_both_sets(c: &mut Client, convs: &[Conversation], questions: &[Qu
         out +=
             &format!("\nWorst margin of the fused call over its best channel, over the kinds: {w5:+.3} at k = 5, {w10:+.3} at k = 10.\n");
         out += &variants(c, &lme, &by_id, &kinds);
+        if std::env::var("QUALITY_SIMULATE").is_ok() {
+            out += &simulate(c, &lme, &by_id, "LongMemEval");
+        }
     } else {
         out += &format!("\n(The LongMemEval questions are not at {}: skipped.)\n", dir.display());
     }
     println!("{out}");
     out
+}
+
+/// Each channel's top 50 for a question, `(id, score)` best first: the vector channel's and the
+/// keyword channel's, as the fused call gets them.
+type Lists = (Vec<(i64, f64)>, Vec<(i64, f64)>);
+
+fn channel_lists(c: &mut Client, q: &Asked) -> Lists {
+    let get = |c: &mut Client, sql: &str| -> Vec<(i64, f64)> {
+        c.query(sql, &[&q.user, &q.text]).unwrap().iter().map(|r| (r.get::<_, i64>(0), r.get::<_, f64>(1))).collect()
+    };
+    (
+        get(c, "SELECT id, score FROM agent_memory.memory_recall($1, agent_memory.memory_embed($2), 50, model => 'all-MiniLM-L6-v2', touch => false)"),
+        get(c, "SELECT id, score FROM agent_memory.memory_recall($1, NULL::vector, 50, model => 'all-MiniLM-L6-v2', touch => false, query_text => $2)"),
+    )
+}
+
+/// A channel's scores min-max scaled over its list (best 1, last 0).
+fn scaled(list: &[(i64, f64)]) -> Vec<(i64, f64)> {
+    let (lo, hi) = list.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), r| (lo.min(r.1), hi.max(r.1)));
+    list.iter().map(|(id, s)| (*id, if hi > lo { (s - lo) / (hi - lo) } else { 1.0 })).collect()
+}
+
+/// How sure a channel is of its list: 1 − the mean of its scaled scores over the top `n` (a
+/// list whose best stand far above the rest is sure; a flat one is not).
+fn sureness(list: &[(i64, f64)], n: usize) -> f64 {
+    let s = scaled(list);
+    let top: Vec<f64> = s.iter().take(n).map(|r| r.1).collect();
+    if top.is_empty() {
+        return 0.0;
+    }
+    1.0 - top.iter().sum::<f64>() / top.len() as f64
+}
+
+fn weighted_sum(lists: &[(&[(i64, f64)], f64)]) -> Vec<i64> {
+    let mut score: HashMap<i64, f64> = HashMap::new();
+    let mut best: HashMap<i64, usize> = HashMap::new();
+    for (list, w) in lists {
+        for (r, (id, s)) in list.iter().enumerate() {
+            *score.entry(*id).or_insert(0.0) += w * s;
+            let b = best.entry(*id).or_insert(usize::MAX);
+            *b = (*b).min(r);
+        }
+    }
+    let mut ids: Vec<i64> = score.keys().copied().collect();
+    ids.sort_by(|a, b| score[b].total_cmp(&score[a]).then(best[a].cmp(&best[b])).then(b.cmp(a)));
+    ids
+}
+
+/// Ways of fusing the two lists, tried on the client (no feedback and no neighbours: compare with
+/// the server's `hybrid_feedback = 0, neighbour_share = 0`).
+fn fusions() -> Vec<(&'static str, Box<dyn Fn(&Lists) -> Vec<i64>>)> {
+    vec![
+        ("convex 0.5 (the server's fusion, plain)", Box::new(|l: &Lists| weighted_sum(&[(&scaled(&l.0), 0.5), (&scaled(&l.1), 0.5)]))),
+        (
+            "convex, each channel weighted by its sureness over its top 10",
+            Box::new(|l: &Lists| {
+                let (a, b) = (sureness(&l.0, 10).max(1e-6), sureness(&l.1, 10).max(1e-6));
+                weighted_sum(&[(&scaled(&l.0), a / (a + b)), (&scaled(&l.1), b / (a + b))])
+            }),
+        ),
+        (
+            "convex, sureness over the top 20",
+            Box::new(|l: &Lists| {
+                let (a, b) = (sureness(&l.0, 20).max(1e-6), sureness(&l.1, 20).max(1e-6));
+                weighted_sum(&[(&scaled(&l.0), a / (a + b)), (&scaled(&l.1), b / (a + b))])
+            }),
+        ),
+        (
+            "z-scores summed (each channel centred on its mean, over its spread)",
+            Box::new(|l: &Lists| {
+                let z = |list: &[(i64, f64)]| -> Vec<(i64, f64)> {
+                    let n = list.len().max(1) as f64;
+                    let m = list.iter().map(|r| r.1).sum::<f64>() / n;
+                    let sd = (list.iter().map(|r| (r.1 - m).powi(2)).sum::<f64>() / n).sqrt().max(1e-9);
+                    list.iter().map(|(id, s)| (*id, (s - m) / sd)).collect()
+                };
+                weighted_sum(&[(&z(&l.0), 0.5), (&z(&l.1), 0.5)])
+            }),
+        ),
+        (
+            "convex 0.5, then each channel's best 2 kept in the top 10",
+            Box::new(|l: &Lists| {
+                let fused = weighted_sum(&[(&scaled(&l.0), 0.5), (&scaled(&l.1), 0.5)]);
+                let must: Vec<i64> = l.0.iter().take(2).chain(l.1.iter().take(2)).map(|r| r.0).collect();
+                let mut top: Vec<i64> = fused.iter().take(10).copied().collect();
+                for m in must {
+                    if !top.contains(&m) {
+                        if let Some(pos) = top.iter().rposition(|x| !l.0.iter().take(2).chain(l.1.iter().take(2)).any(|r| r.0 == *x)) {
+                            top.remove(pos);
+                        }
+                        top.push(m);
+                    }
+                }
+                let order: HashMap<i64, usize> = fused.iter().enumerate().map(|(i, id)| (*id, i)).collect();
+                top.sort_by_key(|id| order.get(id).copied().unwrap_or(usize::MAX));
+                top
+            }),
+        ),
+    ]
+}
+
+/// QUALITY_SIMULATE=1: the fusions of `fusions()` on the client, over each question's two lists;
+/// a row per fusion, the worst margin over the best channel across the kinds, at k = 5 and 10.
+fn simulate(c: &mut Client, questions: &[Asked], by_id: &HashMap<i64, String>, name: &str) -> String {
+    let lists: Vec<Lists> = questions.iter().map(|q| channel_lists(c, q)).collect();
+    let recall = |ranked: &[i64], q: &Asked, k: usize| -> f64 {
+        if q.evidence.is_empty() {
+            return 0.0;
+        }
+        let ev: HashSet<&str> = q.evidence.iter().map(String::as_str).collect();
+        ranked.iter().take(k).filter(|id| by_id.get(id).is_some_and(|t| ev.contains(t.as_str()))).count() as f64 / ev.len() as f64
+    };
+    let mut kinds: Vec<String> = questions.iter().map(|q| q.kind.clone()).collect();
+    kinds.sort();
+    kinds.dedup();
+    let mean = |f: &dyn Fn(&Lists) -> Vec<i64>, k: usize, kind: Option<&str>| -> f64 {
+        let sel: Vec<usize> = (0..questions.len()).filter(|&i| kind.is_none_or(|x| questions[i].kind == x)).collect();
+        sel.iter().map(|&i| recall(&f(&lists[i]), &questions[i], k)).sum::<f64>() / sel.len().max(1) as f64
+    };
+    let vector = |l: &Lists| l.0.iter().map(|r| r.0).collect::<Vec<i64>>();
+    let keyword = |l: &Lists| l.1.iter().map(|r| r.0).collect::<Vec<i64>>();
+    let mut rows = Vec::new();
+    for (fname, f) in fusions() {
+        let (mut w5, mut w10) = (f64::INFINITY, f64::INFINITY);
+        for kind in &kinds {
+            for (k, w) in [(5, &mut w5), (10, &mut w10)] {
+                let best = mean(&vector, k, Some(kind)).max(mean(&keyword, k, Some(kind)));
+                *w = w.min(mean(f.as_ref(), k, Some(kind)) - best);
+            }
+        }
+        rows.push(vec![
+            fname.to_string(),
+            format!("{:.3}", mean(f.as_ref(), 5, None)),
+            format!("{:.3}", mean(f.as_ref(), 10, None)),
+            format!("{w5:+.3} / {w10:+.3}"),
+        ]);
+    }
+    format!("\n#### Fusions tried on the client, {name}\n\n{}", table(&["fusion", "@5", "@10", "worst margin @5 / @10"], &rows))
 }
 
 /// QUALITY_VARIANTS="name:agent_memory.a=1,agent_memory.b=2;name2:...": the channels again under
