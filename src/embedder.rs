@@ -202,13 +202,18 @@ type Recent = HashMap<(String, String, String), Rc<Vec<f32>>>;
 thread_local! {
     /// This process's recent embeddings: a repeated question of the same user costs a hash. Kept
     /// only while no erasure happened anywhere on the server since they were made (the count of
-    /// erasures they were made under), and only with the library preloaded, which holds the count.
+    /// erasures they were made under), only with the library preloaded, which holds the count,
+    /// and never on a standby, which learns of no erasure.
     static LOCAL: RefCell<(u64, Recent)> = RefCell::new((0, HashMap::new()));
 }
 
 /// This process's recent embeddings, emptied if an erasure happened since; `None` when they
 /// cannot be kept (the library was not preloaded).
 fn with_local<R>(f: impl FnOnce(&mut Recent) -> R) -> Option<R> {
+    // A standby learns of no erasure (the primary counts them): it keeps none.
+    if crate::pg::in_recovery() {
+        return None;
+    }
     let now = crate::share::erasures()?;
     LOCAL.with(|l| {
         let mut l = l.borrow_mut();
@@ -342,11 +347,15 @@ pub fn embed_scoped(client: &mut SpiClient<'_>, model: &str, texts: &[&str], sco
             out[i] = Some(v);
         }
     }
-    // Kept only for scopes no erasure is under way for: their erasure lock is held shared until
-    // the end of the transaction, so an erasure that follows waits, then drops these entries.
-    let keep = keepable(client, scopes)?;
-    let new: Vec<usize> = todo.iter().copied().filter(|&i| keep[i]).collect();
-    if shared && !new.is_empty() && !crate::pg::read_only() {
+    // A user's texts are kept only where the user's rows are (on a Citus cluster, the node where
+    // the erasure runs). The shared cache takes them only while no erasure of the user is under
+    // way: the user's erasure lock is held shared until the end of the transaction, so an erasure
+    // that follows waits, then drops these entries. (This process's recent embeddings need no
+    // lock: an erasure's commit empties them, `with_local`.)
+    let held = held_here(scopes);
+    let writable = shared && !todo.is_empty() && !crate::pg::read_only();
+    let new: Vec<usize> = if writable { unerased(client, scopes, &held, &todo)? } else { Vec::new() };
+    if !new.is_empty() {
         let entries: Vec<Option<String>> = new.iter().map(|&i| Some(keys[i].clone())).collect();
         let owners: Vec<Option<String>> = new.iter().map(|&i| Some(scopes[i].to_string())).collect();
         let vectors: Vec<Vec<f32>> = new.iter().map(|&i| out[i].clone().unwrap_or_default()).collect();
@@ -369,7 +378,7 @@ pub fn embed_scoped(client: &mut SpiClient<'_>, model: &str, texts: &[&str], sco
             l.clear();
         }
         for (i, v) in out.iter().enumerate().take(LOCAL_ENTRIES) {
-            if let (Some(v), true) = (v, keep[i]) {
+            if let (Some(v), true) = (v, held[i]) {
                 l.insert(local_key(i), Rc::new(v.clone()));
             }
         }
@@ -377,21 +386,43 @@ pub fn embed_scoped(client: &mut SpiClient<'_>, model: &str, texts: &[&str], sco
     Ok(out.into_iter().map(Option::unwrap_or_default).collect())
 }
 
-/// Which texts' embeddings may be kept: those of a scope that is not a user's, or of a user whose
-/// rows this node holds (every user on one server; on a Citus cluster, the node where the user's
-/// erasure runs, so no other node keeps a copy of the user's words) and whose erasure lock this
-/// transaction holds shared (taken here, never waited for).
-fn keepable(client: &mut SpiClient<'_>, scopes: &[&str]) -> Result<Vec<bool>> {
+/// Which texts' embeddings this node may keep: those of a scope that is not a user's, or of a
+/// user whose rows it holds (every user on one server; on a Citus cluster, the node where the
+/// user's erasure runs, so no other node keeps a copy of the user's words).
+fn held_here(scopes: &[&str]) -> Vec<bool> {
     let mut users: HashMap<&str, bool> = HashMap::new();
-    for s in scopes {
-        if let Some(u) = s.strip_prefix("user:") {
-            if !users.contains_key(u) {
-                let free = crate::placement::tables_of_user(u).is_ok() && crate::locks::try_erasure_shared(client, u)?;
-                users.insert(u, free);
-            }
+    scopes
+        .iter()
+        .map(|s| match s.strip_prefix("user:") {
+            Some(u) => *users.entry(u).or_insert_with(|| crate::placement::tables_of_user(u).is_ok()),
+            None => true,
+        })
+        .collect()
+}
+
+/// Of the texts `todo`, those the shared cache may take: held here, and of a scope that is not a
+/// user's or of a user whose erasure lock this transaction holds shared (taken here, never waited
+/// for).
+fn unerased(client: &mut SpiClient<'_>, scopes: &[&str], held: &[bool], todo: &[usize]) -> Result<Vec<usize>> {
+    let mut free: HashMap<&str, bool> = HashMap::new();
+    let mut out = Vec::new();
+    for &i in todo.iter().filter(|&&i| held[i]) {
+        let ok = match scopes[i].strip_prefix("user:") {
+            Some(u) => match free.get(u) {
+                Some(f) => *f,
+                None => {
+                    let f = crate::locks::try_erasure_shared(client, u)?;
+                    free.insert(u, f);
+                    f
+                }
+            },
+            None => true,
+        };
+        if ok {
+            out.push(i);
         }
     }
-    Ok(scopes.iter().map(|s| s.strip_prefix("user:").is_none_or(|u| users[u])).collect())
+    Ok(out)
 }
 
 /// The scope key of a user's texts (`uncache_user` computes the same in SQL).
