@@ -714,8 +714,9 @@ const EMBED_PASS_LIMIT: Duration = Duration::from_secs(10);
 
 /// Embeds the memories written without an embedding, a batch per transaction
 /// (`api::embed::embed_pending`), until none is left, the pass has run `EMBED_PASS_LIMIT`, or
-/// the worker is asked to stop. A model that fails is reported once per pass and its rows are
-/// passed over (they stay found by keyword recall) until a later pass.
+/// the worker is asked to stop. A model that cannot be loaded is reported once per pass and its
+/// rows are passed over (they stay found by keyword recall) for a minute, then tried again; a
+/// row the model fails on alone is set aside with a warning until the worker restarts.
 fn run_embed_pass(role: &str) {
     let started = Instant::now();
     let Some(sets) = table_sets(role, "embedding memories failed") else { return };

@@ -123,7 +123,13 @@ pub struct EmbedBatch {
     pub failed: Vec<(String, String)>,
 }
 
+/// How long the worker leaves a model that could not be loaded before it tries it again.
+const MODEL_RETRY: std::time::Duration = std::time::Duration::from_secs(60);
+
 thread_local! {
+    /// Models this worker could not load, and when it last tried.
+    static MODEL_BACKOFF: std::cell::RefCell<std::collections::HashMap<String, std::time::Instant>> =
+        std::cell::RefCell::new(std::collections::HashMap::new());
     /// Memories the model failed on alone, set aside by this worker for its life (each with a
     /// warning) instead of taken again by every batch; they stay found by keyword recall.
     static SET_ASIDE: std::cell::RefCell<std::collections::BTreeSet<i64>> = const { std::cell::RefCell::new(std::collections::BTreeSet::new()) };
@@ -185,6 +191,11 @@ pub fn embed_pending(client: &mut pgrx::spi::SpiClient<'_>, t: &crate::placement
     let mut embedded = 0;
     let mut failed = Vec::new();
     for (model, rows) in by_model {
+        // A model that could not be loaded is tried again a while later, not by every batch (a
+        // broken file may cost a model run each time).
+        if MODEL_BACKOFF.with(|b| b.borrow().get(&model).is_some_and(|t| t.elapsed() < MODEL_RETRY)) {
+            continue;
+        }
         for run in runs_under_bound(&rows) {
             pgrx::check_for_interrupts!();
             match embed_run(client, t, &model, run) {
@@ -201,6 +212,7 @@ pub fn embed_pending(client: &mut pgrx::spi::SpiClient<'_>, t: &crate::placement
                 Err(e) if of_rows(&e) => set_aside(&run[0], &model, &e.message),
                 // The model cannot be loaded (its files): every row waits for it.
                 Err(e) => {
+                    MODEL_BACKOFF.with(|b| b.borrow_mut().insert(model.clone(), std::time::Instant::now()));
                     failed.push((model, e.message));
                     break;
                 }
