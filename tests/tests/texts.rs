@@ -330,6 +330,12 @@ fn without_a_worker_the_cache_keeps_to_its_size() {
     const DB: &str = "am_texts_trim";
     let mut su = setup(DB);
     agent_memory_tests::alter_system(&mut su, &[("embed_cache_size", "100")]);
+    // The reload reaches this session a moment later.
+    let started = std::time::Instant::now();
+    while su.query_one("SELECT current_setting('agent_memory.embed_cache_size')", &[]).unwrap().get::<_, String>(0) != "100" {
+        assert!(started.elapsed() < std::time::Duration::from_secs(30), "the reload did not reach the session");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
     let texts: Vec<String> = (0..1100).map(|i| format!("note {i} about a small thing")).collect();
     let n: i64 = su.query_one("SELECT count(*) FROM agent_memory.memory_embed($1::text[])", &[&texts]).unwrap().get(0);
     assert_eq!(n, 1100);
