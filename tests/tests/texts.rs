@@ -283,8 +283,9 @@ fn a_cancel_stops_a_long_embedding_within_a_second_or_so() {
     let e = su.query("SELECT count(*) FROM agent_memory.memory_embed($1::text[])", &[&texts]).unwrap_err();
     let took = started.elapsed();
     assert_eq!(sqlstate(&e), "57014", "{e}");
-    // Generous against a noisy machine: the whole call takes about a minute on one core.
-    assert!(took < std::time::Duration::from_secs(4), "stopped {took:?} after it started, with a 1 s timeout");
+    // Generous against a noisy machine (a chunk of 1,024 pieces runs in under a second on an idle
+    // core): the whole call takes about a minute.
+    assert!(took < std::time::Duration::from_secs(6), "stopped {took:?} after it started, with a 1 s timeout");
 }
 
 #[test]
