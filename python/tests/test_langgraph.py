@@ -152,6 +152,15 @@ def test_blank_keys_and_texts_are_items_too(store: AgentMemoryStore, user: str):
     assert {i.key for i in store.search((user, "blank"))} == {"", " "}
 
 
+def test_what_jsonb_cannot_hold_is_a_clear_value_error(store: AgentMemoryStore, user: str):
+    for value in ({"x": float("nan")}, {"x": [1.0, float("inf")]}, {"x": "a\x00b"}, {"a\x00": 1}):
+        with pytest.raises(ValueError, match="NaN|NUL"):
+            store.put((user, "odd"), "k", value)
+    with pytest.raises(ValueError, match="NaN"):
+        store.search((user, "odd"), filter={"x": float("-inf")})
+    assert store.get((user, "odd"), "k") is None
+
+
 def test_concurrent_first_puts_of_one_key_leave_one_item(store: AgentMemoryStore, user: str, admin: psycopg.Connection):
     barrier = threading.Barrier(8)
     errors: list[BaseException] = []

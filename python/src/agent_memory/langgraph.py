@@ -24,11 +24,15 @@ How items map to memories:
   order they were first written. ``filter`` takes values (equality, nested objects, lists) and the
   operators ``$eq``, ``$ne``, ``$gt``, ``$gte``, ``$lt``, ``$lte``.
 * TTLs are not supported (``supports_ttl = False``): retention is the extension's.
+* Values are kept as PostgreSQL ``jsonb``, which holds no NaN or infinite number and no NUL
+  character: a put or a filter with one raises ``ValueError`` saying so (LangGraph's own
+  PostgresStore fails on them too, with a database error).
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 
 from collections.abc import Iterable, Sequence
 from datetime import datetime
@@ -79,6 +83,23 @@ _DELETE = """
 UPDATE agent_memory.memories m SET active = false, retired_reason = 'deleted', retired_at = now()
  WHERE m.user_id = %(user)s AND m.subject = %(subject)s AND m.predicate = %(predicate)s AND m.active
 """
+
+
+def _storable(value: Any, where: str) -> None:
+    """Refuses what PostgreSQL's ``jsonb`` cannot hold, with a ValueError that says so: NaN and
+    infinite numbers (JSON has none) and the NUL character in a string or a key."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"{where} holds {value!r}: JSON has no NaN or infinite numbers, and the store keeps values as JSON "
+                         "(store it as a string or as null)")
+    if isinstance(value, str) and "\x00" in value:
+        raise ValueError(f"{where} holds a NUL character (\\u0000), which PostgreSQL cannot store in text or JSON")
+    if isinstance(value, dict):
+        for k, v in value.items():
+            _storable(k, f"{where} key")
+            _storable(v, f"{where}.{k}")
+    elif isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            _storable(v, f"{where}[{i}]")
 
 
 def _subject(namespace: Sequence[str]) -> str:
@@ -217,6 +238,8 @@ class AgentMemoryStore(BaseStore):
         if op.value is None:
             cur.execute(_DELETE, args)
             return
+        _storable(op.value, "the value")
+        _storable(list(op.namespace) + [op.key], "the namespace and key")
         content, indexed = self._text_of(op)
         args.update(kind=self._kind_of(op.namespace), protected=self.protected, content=content,
                     lg=Jsonb({"namespace": list(op.namespace), "key": op.key, "value": dict(op.value),
@@ -246,6 +269,7 @@ class AgentMemoryStore(BaseStore):
         conditions = ["m.user_id = %s", "(m.subject = %s OR m.subject LIKE %s)", _LIVE]
         params: list[Any] = [user, subject, _like_escape(subject) + ".%"]
         if op.filter:
+            _storable(op.filter, "the filter")
             _filter_sql(op.filter, [], conditions, params)
         where = " AND ".join(conditions)
         if op.query:
