@@ -672,7 +672,10 @@ fn weighted_sum(lists: &[(&[(i64, f64)], f64)]) -> Vec<i64> {
 
 /// Ways of fusing the two lists, tried on the client (no feedback and no neighbours: compare with
 /// the server's `hybrid_feedback = 0, neighbour_share = 0`).
-fn fusions() -> Vec<(&'static str, Box<dyn Fn(&Lists) -> Vec<i64>>)> {
+/// A way of fusing the two lists into one ranking.
+type Fusion = Box<dyn Fn(&Lists) -> Vec<i64>>;
+
+fn fusions() -> Vec<(&'static str, Fusion)> {
     vec![
         ("convex 0.5 (the server's fusion, plain)", Box::new(|l: &Lists| weighted_sum(&[(&scaled(&l.0), 0.5), (&scaled(&l.1), 0.5)]))),
         (
