@@ -4,6 +4,7 @@ operations on LangGraph's InMemoryStore (given the server's own embeddings) retu
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass
 from typing import TypedDict
 
@@ -159,6 +160,47 @@ def test_what_jsonb_cannot_hold_is_a_clear_value_error(store: AgentMemoryStore, 
     with pytest.raises(ValueError, match="NaN"):
         store.search((user, "odd"), filter={"x": float("-inf")})
     assert store.get((user, "odd"), "k") is None
+
+
+def test_ttls_expire_items_and_reads_refresh_them(dsn: str, store: AgentMemoryStore, user: str,
+                                                 admin: psycopg.Connection):
+    assert store.supports_ttl
+    ns = (user, "ttl")
+    store.put(ns, "short", {"text": "gone soon"}, ttl=1 / 60)   # one second
+    store.put(ns, "kept", {"text": "no ttl"})
+    assert store.get(ns, "short") is not None
+    time.sleep(1.5)
+    assert store.get(ns, "short") is None
+    assert [i.key for i in store.search(ns)] == ["kept"]
+    # The forgetting pass retires it as expired.
+    admin.execute("SELECT * FROM agent_memory.memory_forget()")
+    reason = admin.execute("SELECT retired_reason FROM agent_memory.memories WHERE user_id = %s "
+                           "AND predicate = 'langgraph:short'", [user]).fetchone()
+    assert reason == ("expired",)
+    # A read refreshes an item's TTL; a read with refresh_ttl=False does not.
+    store.put(ns, "read", {"text": "read often"}, ttl=2 / 60)
+    for _ in range(3):
+        time.sleep(1)
+        assert store.get(ns, "read") is not None
+    assert [i.key for i in store.search(ns, query="read often") if i.key == "read"] == ["read"]
+    time.sleep(1)
+    assert store.get(ns, "read", refresh_ttl=False) is not None
+    time.sleep(1.5)
+    assert store.get(ns, "read") is None
+    # A store-level default, and the refusals.
+    with AgentMemoryStore(dsn, ttl={"default_ttl": 1 / 60, "refresh_on_read": False}) as s:
+        s.put(ns, "default", {"text": "default ttl"})
+        assert s.get(ns, "default") is not None
+        time.sleep(1.5)
+        assert s.get(ns, "default") is None
+    for bad in (0, -1.0, float("nan")):
+        with pytest.raises(ValueError):
+            store.put(ns, "bad", {"text": "x"}, ttl=bad)
+    with AgentMemoryStore(dsn, protected=True) as p:
+        with pytest.raises(ValueError, match="protected"):
+            p.put(ns, "p", {"text": "x"}, ttl=5)
+    with pytest.raises(ValueError, match="protected"):
+        AgentMemoryStore(dsn, protected=True, ttl={"default_ttl": 5})
 
 
 def test_concurrent_first_puts_of_one_key_leave_one_item(store: AgentMemoryStore, user: str, admin: psycopg.Connection):

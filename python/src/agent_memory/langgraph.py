@@ -23,7 +23,13 @@ How items map to memories:
   ``index=False`` have no score and come after the scored ones. Without ``query``, items come in the
   order they were first written. ``filter`` takes values (equality, nested objects, lists) and the
   operators ``$eq``, ``$ne``, ``$gt``, ``$gte``, ``$lt``, ``$lte``.
-* TTLs are not supported (``supports_ttl = False``): retention is the extension's.
+* **TTLs** as LangGraph defines them (``supports_ttl = True``): ``put(..., ttl=minutes)`` or the
+  store's ``ttl={"default_ttl": ..., "refresh_on_read": ...}`` set the memory's ``expires_at``;
+  an item past it is not found at once, and the forgetting pass retires it (``expired``). A get
+  or search with ``refresh_ttl`` (the store's ``refresh_on_read`` by default) moves the
+  ``expires_at`` of the items it returns to now + their TTL. An item put without a TTL keeps
+  the extension's retention (``expires_at`` from the retention settings); a ``protected=True``
+  store never expires its items, so it refuses a TTL (``ValueError``).
 * Values are kept as PostgreSQL ``jsonb``, which holds no NaN or infinite number and no NUL
   character: a put or a filter with one raises ``ValueError`` saying so (LangGraph's own
   PostgresStore fails on them too, with a database error).
@@ -52,6 +58,7 @@ from langgraph.store.base import (
     Result,
     SearchItem,
     SearchOp,
+    TTLConfig,
 )
 from langgraph.store.base.embed import get_text_at_path, tokenize_path
 from psycopg.types.json import Jsonb
@@ -64,20 +71,30 @@ KINDS = ("semantic", "episodic", "procedural")
 PREFIX = "langgraph:"
 
 _LIVE = "m.active AND (m.expires_at IS NULL OR m.expires_at > now()) AND (m.valid_until IS NULL OR m.valid_until > now())"
-_ITEM = "m.metadata -> 'langgraph' AS lg, m.created_at"
+_ITEM = "m.metadata -> 'langgraph' AS lg, m.created_at, m.id"
 
 _UPDATE = f"""
 UPDATE agent_memory.memories m
    SET content = %(content)s, emb = NULL, kind = %(kind)s, protected = %(protected)s,
+       expires_at = CASE WHEN %(ttl)s::float8 IS NULL THEN m.expires_at
+                         ELSE now() + pg_catalog.make_interval(secs => %(ttl)s::float8 * 60) END,
        metadata = pg_catalog.jsonb_set(m.metadata, '{{langgraph}}',
                                        %(lg)s::jsonb || pg_catalog.jsonb_build_object('updated_at', now()))
  WHERE m.user_id = %(user)s AND m.subject = %(subject)s AND m.predicate = %(predicate)s AND m.active
 RETURNING m.id
 """
 _INSERT = """
-INSERT INTO agent_memory.memories (user_id, kind, subject, predicate, content, protected, source, metadata)
+INSERT INTO agent_memory.memories (user_id, kind, subject, predicate, content, protected, source, expires_at, metadata)
 VALUES (%(user)s, %(kind)s, %(subject)s, %(predicate)s, %(content)s, %(protected)s, 'langgraph',
+        CASE WHEN %(ttl)s::float8 IS NOT NULL THEN now() + pg_catalog.make_interval(secs => %(ttl)s::float8 * 60) END,
         pg_catalog.jsonb_build_object('langgraph', %(lg)s::jsonb || pg_catalog.jsonb_build_object('updated_at', now())))
+"""
+# The items returned by a read whose TTL is refreshed: now + their TTL (minutes, kept beside the
+# value), for those put with one.
+_REFRESH = """
+UPDATE agent_memory.memories m
+   SET expires_at = now() + pg_catalog.make_interval(secs => (m.metadata -> 'langgraph' ->> 'ttl')::float8 * 60)
+ WHERE m.user_id = %s AND m.id = ANY (%s) AND m.active AND (m.metadata -> 'langgraph' ->> 'ttl') IS NOT NULL
 """
 _DELETE = """
 UPDATE agent_memory.memories m SET active = false, retired_reason = 'deleted', retired_at = now()
@@ -160,11 +177,11 @@ class AgentMemoryStore(BaseStore):
     model, ``agent_memory.text_model``).
     """
 
-    supports_ttl = False
+    supports_ttl = True
 
     def __init__(self, dsn: str | None = None, *, pool: ConnectionPool | None = None, user_label: int = 0,
                  kind: str = "semantic", protected: bool = False, index: dict[str, Any] | None = None,
-                 max_size: int = 10):
+                 max_size: int = 10, ttl: TTLConfig | None = None):
         if pool is None:
             if dsn is None:
                 raise ValueError("pass a dsn or a pool")
@@ -178,6 +195,9 @@ class AgentMemoryStore(BaseStore):
         self.user_label = user_label
         self.kind = kind
         self.protected = protected
+        if ttl is not None and ttl.get("default_ttl") is not None and protected:
+            raise ValueError("a protected store never expires its items: a default TTL needs protected=False")
+        self.ttl_config = ttl
         fields = (index or {}).get("fields") or ["$"]
         self._fields = [(f, tokenize_path(f) if f != "$" else f) for f in fields]
         self._vector_schema: str | None = None
@@ -230,7 +250,11 @@ class AgentMemoryStore(BaseStore):
                     f"AND m.predicate = %s AND {_LIVE}",
                     [user, _subject(op.namespace), PREFIX + op.key])
         row = cur.fetchone()
-        return self._item(row[0], row[1]) if row else None
+        if row is None:
+            return None
+        if op.refresh_ttl:
+            cur.execute(_REFRESH, [user, [row[2]]])
+        return self._item(row[0], row[1])
 
     def _put(self, cur: psycopg.Cursor[Any], op: PutOp, user: str) -> None:
         args: dict[str, Any] = {"user": user, "subject": _subject(op.namespace),
@@ -238,12 +262,18 @@ class AgentMemoryStore(BaseStore):
         if op.value is None:
             cur.execute(_DELETE, args)
             return
+        if op.ttl is not None and (not isinstance(op.ttl, (int, float)) or not math.isfinite(op.ttl) or op.ttl <= 0):
+            raise ValueError(f"ttl must be a positive number of minutes, not {op.ttl!r}")
+        if op.ttl is not None and self.protected:
+            raise ValueError("a protected store never expires its items: a TTL needs a store made with protected=False")
         _storable(op.value, "the value")
         _storable(list(op.namespace) + [op.key], "the namespace and key")
         content, indexed = self._text_of(op)
-        args.update(kind=self._kind_of(op.namespace), protected=self.protected, content=content,
-                    lg=Jsonb({"namespace": list(op.namespace), "key": op.key, "value": dict(op.value),
-                              "indexed": indexed}))
+        lg: dict[str, Any] = {"namespace": list(op.namespace), "key": op.key, "value": dict(op.value), "indexed": indexed}
+        if op.ttl is not None:
+            lg["ttl"] = float(op.ttl)
+        args.update(kind=self._kind_of(op.namespace), protected=self.protected, content=content, lg=Jsonb(lg),
+                    ttl=None if op.ttl is None else float(op.ttl))
         cur.execute(_UPDATE, args)
         if cur.rowcount == 0:
             # A first put. Two writers racing on a new key: the unique active fact index lets one
@@ -275,16 +305,25 @@ class AgentMemoryStore(BaseStore):
         if op.query:
             vs = self._vectors(cur)
             cur.execute(
-                f"WITH c AS MATERIALIZED (SELECT m.id, m.emb, {_ITEM} FROM agent_memory.memories m WHERE {where}), "
+                f"WITH c AS MATERIALIZED (SELECT m.emb, {_ITEM} FROM agent_memory.memories m WHERE {where}), "
                 f"q AS (SELECT agent_memory.memory_embed(%s::text) AS v) "
-                f"SELECT c.lg, c.created_at, CASE WHEN (c.lg ->> 'indexed')::boolean AND c.emb IS NOT NULL "
+                f"SELECT c.lg, c.created_at, c.id, CASE WHEN (c.lg ->> 'indexed')::boolean AND c.emb IS NOT NULL "
                 f"THEN 1 - (c.emb OPERATOR({vs}.<=>) q.v) END AS score "
                 f"FROM c, q ORDER BY score DESC NULLS LAST, c.id LIMIT %s OFFSET %s",
                 [*params, op.query, op.limit, op.offset])
-            return [self._item(lg, created, score, search=True) for lg, created, score in cur.fetchall()]  # type: ignore[misc]
+            rows = cur.fetchall()
+            self._refresh(cur, op, user, [r[2] for r in rows])
+            return [self._item(lg, created, score, search=True) for lg, created, _, score in rows]  # type: ignore[misc]
         cur.execute(f"SELECT {_ITEM} FROM agent_memory.memories m WHERE {where} "
                     "ORDER BY m.created_at, m.id LIMIT %s OFFSET %s", [*params, op.limit, op.offset])
-        return [self._item(lg, created, search=True) for lg, created in cur.fetchall()]  # type: ignore[misc]
+        rows = cur.fetchall()
+        self._refresh(cur, op, user, [r[2] for r in rows])
+        return [self._item(lg, created, search=True) for lg, created, _ in rows]  # type: ignore[misc]
+
+    @staticmethod
+    def _refresh(cur: psycopg.Cursor[Any], op: SearchOp, user: str, ids: list[int]) -> None:
+        if op.refresh_ttl and ids:
+            cur.execute(_REFRESH, [user, ids])
 
     def _named_users(self, op: ListNamespacesOp) -> set[str]:
         """The users that the operation's prefix conditions name (no wildcard at the user label)."""
