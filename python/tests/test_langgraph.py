@@ -131,8 +131,6 @@ def test_a_deleted_key_put_again_is_a_new_item_and_bad_namespaces_are_refused(st
             store.batch([PutOp(bad, "k", {"text": "x"})])
     with pytest.raises(ValueError):
         store.batch([PutOp((), "k", {"text": "x"})])
-    with pytest.raises(ValueError):
-        store.batch([SearchOp((), query="anything")])
 
 
 def test_a_value_is_bounded_like_any_metadata(store: AgentMemoryStore, user: str, admin: psycopg.Connection):
@@ -203,6 +201,36 @@ def test_ttls_expire_items_and_reads_refresh_them(dsn: str, store: AgentMemorySt
         AgentMemoryStore(dsn, protected=True, ttl={"default_ttl": 5})
 
 
+def test_a_search_without_a_user_label_searches_every_user_the_role_may_see(dsn: str, writer_dsn: str, user: str):
+    other = user + "-other"
+    with AgentMemoryStore(dsn) as s:  # a superuser sees every user
+        s.put((user, "notes"), "a", {"text": "likes green tea in the morning"})
+        s.put((other, "notes"), "b", {"text": "likes strong black coffee"})
+        mine = {user, other}
+        found = {(i.namespace[0], i.key) for i in s.search((), limit=1000) if i.namespace[0] in mine}
+        assert found == {(user, "a"), (other, "b")}
+        ranked = [i for i in s.search((), query="green tea", limit=1000) if i.namespace[0] in mine]
+        assert [(i.namespace[0], i.key) for i in ranked] == [(user, "a"), (other, "b")]
+        assert ranked[0].score is not None and ranked[0].score > ranked[1].score
+    # An application role sees the user its connection names, and no other.
+    with AgentMemoryStore(writer_dsn + f" options='-c agent_memory.user_id={user}'") as w:
+        assert {(i.namespace[0], i.key) for i in w.search((), limit=1000)} == {(user, "a")}
+        assert [i.key for i in w.search((), query="coffee", limit=1000)] == ["a"]
+    with AgentMemoryStore(writer_dsn) as w:
+        assert w.search(()) == []
+    # A writer of another tenant (bound to its users) sees none of these, whatever user it names.
+    with psycopg.connect(dsn, autocommit=True) as su:
+        su.execute("DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'am_py_tenant') "
+                   "THEN CREATE ROLE am_py_tenant LOGIN; END IF; END $$")
+        su.execute("SELECT agent_memory.grant_access('am_py_tenant', 'writer')")
+        su.execute("SELECT agent_memory.bind_role('am_py_tenant', 'tenant-z-%')")
+    tenant_dsn = dsn.replace("user=postgres", "user=am_py_tenant")
+    for named in ("tenant-z-1", user):
+        with AgentMemoryStore(tenant_dsn + f" options='-c agent_memory.user_id={named}'") as t:
+            assert not {i.namespace[0] for i in t.search((), limit=1000)} & mine
+            assert not {i.namespace[0] for i in t.search((), query="green tea", limit=1000)} & mine
+
+
 def test_concurrent_first_puts_of_one_key_leave_one_item(store: AgentMemoryStore, user: str, admin: psycopg.Connection):
     barrier = threading.Barrier(8)
     errors: list[BaseException] = []
@@ -229,8 +257,8 @@ def test_a_user_label_elsewhere_in_the_namespace(dsn: str, user: str, admin: psy
     with AgentMemoryStore(dsn, user_label=1) as s:
         s.put(("memories", user), "m1", {"content": "Prefers window seats"})
         assert [i.key for i in s.search(("memories", user), query="seat on a plane")] == ["m1"]
-        with pytest.raises(ValueError):
-            s.search(("memories",), query="anything")
+        # A prefix shorter than the user label searches every user the connection may see.
+        assert user in {i.namespace[1] for i in s.search(("memories",), query="window seat", limit=1000)}
     assert admin.execute("SELECT count(*) FROM agent_memory.memories WHERE user_id = %s", [user]).fetchone() == (1,)
 
 

@@ -17,7 +17,9 @@ How items map to memories:
   **delete** retires it (reason ``deleted``; it stays until the forgetting pass's purge, and
   ``memory_erase`` removes it). Items are memories: the forgetting pass may retire them by the
   retention settings unless the store is made with ``protected=True``.
-* **Search** with ``query`` ranks the items under the namespace prefix that match ``filter`` by the
+* **Search** with a prefix shorter than the user label (``search(())``) searches every user the
+  connection's role may see, as row-level security decides (an admin: every user; an application
+  role: the user its connection names, if any). **Search** with ``query`` ranks the items under the namespace prefix that match ``filter`` by the
   cosine similarity of their embedding to the server's embedding of the query (``score``), exactly:
   the candidates are filtered first, then ranked, never through an approximate index. Items put with
   ``index=False`` have no score and come after the scored ones. Without ``query``, items come in the
@@ -294,10 +296,21 @@ class AgentMemoryStore(BaseStore):
             self._vector_schema = sql.Identifier(row[0]).as_string(cur.connection)
         return self._vector_schema
 
-    def _search(self, cur: psycopg.Cursor[Any], op: SearchOp, user: str) -> list[SearchItem]:
+    def _search(self, cur: psycopg.Cursor[Any], op: SearchOp, user: str | None) -> list[SearchItem]:
+        if any(not isinstance(label, str) or not label or "." in label for label in op.namespace_prefix):
+            raise InvalidNamespaceError(f"namespace labels must be non-empty strings without periods: {op.namespace_prefix!r}")
         subject = _subject(op.namespace_prefix)
-        conditions = ["m.user_id = %s", "(m.subject = %s OR m.subject LIKE %s)", _LIVE]
-        params: list[Any] = [user, subject, _like_escape(subject) + ".%"]
+        if user is None:
+            # Every user's items the connection's role may see (row-level security decides: an
+            # admin every user, an application role the user its connection names, if any).
+            conditions = ["m.subject LIKE %s", "m.source = 'langgraph'", _LIVE]
+            params: list[Any] = [_like_escape(subject) + ("%" if not op.namespace_prefix else ".%")]
+            if op.namespace_prefix:
+                conditions[0] = "(m.subject = %s OR m.subject LIKE %s)"
+                params = [subject, _like_escape(subject) + ".%"]
+        else:
+            conditions = ["m.user_id = %s", "(m.subject = %s OR m.subject LIKE %s)", _LIVE]
+            params = [user, subject, _like_escape(subject) + ".%"]
         if op.filter:
             _storable(op.filter, "the filter")
             _filter_sql(op.filter, [], conditions, params)
@@ -321,9 +334,12 @@ class AgentMemoryStore(BaseStore):
         return [self._item(lg, created, search=True) for lg, created, _ in rows]  # type: ignore[misc]
 
     @staticmethod
-    def _refresh(cur: psycopg.Cursor[Any], op: SearchOp, user: str, ids: list[int]) -> None:
+    def _refresh(cur: psycopg.Cursor[Any], op: SearchOp, user: str | None, ids: list[int]) -> None:
         if op.refresh_ttl and ids:
-            cur.execute(_REFRESH, [user, ids])
+            if user is None:
+                cur.execute(_REFRESH.replace("m.user_id = %s AND ", ""), [ids])
+            else:
+                cur.execute(_REFRESH, [user, ids])
 
     def _named_users(self, op: ListNamespacesOp) -> set[str]:
         """The users that the operation's prefix conditions name (no wildcard at the user label)."""
@@ -348,6 +364,9 @@ class AgentMemoryStore(BaseStore):
         if isinstance(op, (GetOp, PutOp)):
             return self._user_of(op.namespace)
         if isinstance(op, SearchOp):
+            # A prefix shorter than the user label searches every user the connection may see.
+            if len(op.namespace_prefix) <= self.user_label:
+                return None
             return self._user_of(op.namespace_prefix)
         if isinstance(op, ListNamespacesOp):
             users = self._named_users(op)
@@ -371,7 +390,6 @@ class AgentMemoryStore(BaseStore):
                         self._put(cur, op, user)
                         results.append(None)
                     elif isinstance(op, SearchOp):
-                        assert user is not None
                         results.append(self._search(cur, op, user))
                     else:
                         assert isinstance(op, ListNamespacesOp)
