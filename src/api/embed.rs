@@ -85,7 +85,9 @@ fn embed_row(user_id: Option<&str>, content: Option<&str>, model: Option<&str>) 
         if !crate::recall::sees_user(client, user)? {
             return Err(crate::recall::not_your_user(user));
         }
-        crate::embedder::embed_one(client, &model, content, crate::embedder::Scope::User(user))
+        // The check above is the scope's own (Scope::key would ask it again): the user's scope.
+        let scope = crate::embedder::user_scope(user);
+        Ok(crate::embedder::embed_scoped(client, &model, &[content], &[scope.as_str()])?.pop().unwrap_or_default())
     })
     .map(VectorResult)
     .or_raise()
