@@ -156,7 +156,8 @@ fn model(spec: &Spec) -> Result<Rc<Model>> {
     let pooling: Pooling =
         spec.pooling.parse().map_err(|e: String| MemoryError::invalid_parameter(format!("embedding model \"{name}\": {e}")))?;
     threads_once();
-    let loaded = Model::load(&spec.folder, Options { pooling, max_tokens: spec.max_tokens }).map_err(|e| load_error(spec, e))?;
+    let loaded = Model::load(&spec.folder, Options { pooling, max_tokens: spec.max_tokens, threads: gucs::embed_threads(), kernel: None })
+        .map_err(|e| load_error(spec, e))?;
     if loaded.dims() != dims as usize {
         return Err(MemoryError::data_exception(format!(
             "embedding model \"{name}\" is registered with {dims} dimensions, and its files make {}",
@@ -169,8 +170,8 @@ fn model(spec: &Spec) -> Result<Rc<Model>> {
     Ok(loaded)
 }
 
-/// Sets the size of the thread pool the model runs on, before its first use in this process
-/// (candle's pool reads it once).
+/// Sets the size of the thread pool the model's matrix products run on with more than one thread,
+/// before its first use in this process (the pool reads it once).
 fn threads_once() {
     static DONE: std::sync::Once = std::sync::Once::new();
     DONE.call_once(|| {

@@ -423,7 +423,7 @@ pub fn init() {
     GucRegistry::define_int_guc(
         c"agent_memory.embed_threads",
         c"Threads a server process runs an embedding model on.",
-        c"Read once per process, at its first embedding; each process that embeds holds its own copy of the model.",
+        c"Read once per process, at its first embedding; the model's weights are mapped from its file and shared by every process.",
         &EMBED_THREADS,
         1,
         64,

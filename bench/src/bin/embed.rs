@@ -9,8 +9,9 @@
 //! 3. Writes of text rows without an embedding: a plain INSERT that embeds each row in its write,
 //!    beside the same INSERT under `agent_memory.embed_async` and the worker's embedding of those
 //!    rows in batches (the worker runs in `am_bench_maintain`; `embed_batch_size` 64).
-//! 4. The resident memory of 8 connections that each embedded (VmRSS of their backends), beside an
-//!    idle backend's.
+//! 4. The memory of 8 connections that each embedded, beside an idle backend's: resident (VmRSS,
+//!    which counts the model's shared pages in every process) and proportional (Pss: a page shared
+//!    by n processes counts 1/n in each, so the 8 sum to what they take together).
 
 use std::time::{Duration, Instant};
 
@@ -38,9 +39,13 @@ fn ms(d: Duration) -> String {
     format!("{:.2}", d.as_secs_f64() * 1000.0)
 }
 
-fn rss_kb(pid: i32) -> i64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status.lines().find(|l| l.starts_with("VmRSS:")).and_then(|l| l.split_whitespace().nth(1)).and_then(|n| n.parse().ok()).unwrap_or(-1)
+/// A process's resident and proportional set sizes, in kB (`/proc/<pid>/smaps_rollup`).
+fn memory_kb(pid: i32) -> (i64, i64) {
+    let rollup = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).unwrap_or_default();
+    let field = |name: &str| {
+        rollup.lines().find(|l| l.starts_with(name)).and_then(|l| l.split_whitespace().nth(1)).and_then(|n| n.parse().ok()).unwrap_or(-1)
+    };
+    (field("Rss:"), field("Pss:"))
 }
 
 fn main() {
@@ -75,7 +80,7 @@ fn main() {
     model.embed(&sample, none).unwrap();
     let batched = t.elapsed();
     let per_s = |d: Duration| format!("{:.0}", sample.len() as f64 / d.as_secs_f64());
-    out += &format!("In one process, one thread (candle {}, f32): model load {} ms.\n\n", "0.11", ms(load));
+    out += &format!("In one process, one thread (the embedder crate's f32 encoder): model load {} ms.\n\n", ms(load));
     out += &table(
         &["what", "figure", "aim"],
         &[
@@ -261,7 +266,7 @@ fn main() {
     let idle = connect("am_bench_embed");
     let mut idle = idle;
     let idle_pid: i32 = idle.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
-    let idle_rss = rss_kb(idle_pid);
+    let (idle_rss, idle_pss) = memory_kb(idle_pid);
     let handles: Vec<_> = (0..8)
         .map(|i| {
             std::thread::spawn(move || {
@@ -273,14 +278,18 @@ fn main() {
         })
         .collect();
     let conns: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
-    let rss: Vec<i64> = conns.iter().map(|(_, pid)| rss_kb(*pid)).collect();
-    let total: i64 = rss.iter().sum();
+    let mem: Vec<(i64, i64)> = conns.iter().map(|(_, pid)| memory_kb(*pid)).collect();
+    let rss_max = mem.iter().map(|m| m.0).max().unwrap();
+    let pss_total: i64 = mem.iter().map(|m| m.1).sum();
+    let mb = |kb: i64| kb as f64 / 1024.0;
     out += &format!(
-        "Memory: an idle backend {:.0} MB resident; each of 8 connections after embedding {:.0}–{:.0} MB, {:.0} MB for the 8 (each process holds its own copy of the model's weights).\n",
-        idle_rss as f64 / 1024.0,
-        *rss.iter().min().unwrap() as f64 / 1024.0,
-        *rss.iter().max().unwrap() as f64 / 1024.0,
-        total as f64 / 1024.0
+        "Memory: an idle backend {:.0} MB resident ({:.0} MB proportional); each of 8 connections after embedding up to {:.0} MB resident \
+         (the model's pages, mapped from its file, are counted in each); the 8 together take {:.0} MB proportional, {:.0} MB above 8 idle backends.\n",
+        mb(idle_rss),
+        mb(idle_pss),
+        mb(rss_max),
+        mb(pss_total),
+        mb(pss_total - 8 * idle_pss)
     );
     drop(conns);
     println!("{}", out.lines().last().unwrap_or_default());

@@ -1,5 +1,6 @@
 //! agent_memory's text embedder: a BERT-family sentence model (all-MiniLM-L6-v2 and its kin)
-//! loaded from a folder of local files and run on the CPU with candle, computing what
+//! loaded from a folder of local files and run on the CPU by its own forward pass
+//! ([`encoder`], over the weights' file mapped read-only and shared by every process), computing what
 //! sentence-transformers computes: the tokenizer's word pieces truncated to the model's
 //! `max_seq_length`, the encoder, mean (or CLS) pooling over the real tokens, and L2
 //! normalisation. Nothing is ever downloaded: a missing or broken file is an error naming it.
@@ -7,11 +8,12 @@
 //! Free of PostgreSQL: the extension (`src/embedder.rs`) owns the models, the settings and the
 //! cancel checks; this crate only turns texts into vectors. Its threads never call back.
 
+pub mod encoder;
+pub mod q8;
+
 use std::path::{Path, PathBuf};
 
-use candle_core::{DType, Device, Tensor};
-use candle_nn::VarBuilder;
-use candle_transformers::models::bert::{BertModel, Config};
+use encoder::{Config, Encoder};
 use tokenizers::Tokenizer;
 
 /// How token vectors become one sentence vector.
@@ -68,21 +70,24 @@ pub struct Options {
     /// Word pieces per text, `[CLS]` and `[SEP]` included; longer texts are cut (256 for
     /// all-MiniLM-L6-v2, its `max_seq_length`).
     pub max_tokens: usize,
+    /// Threads the matrix products run on (1: the calling thread alone).
+    pub threads: usize,
+    /// The linear layers in 8 bits on this kernel ([`q8`]), or in f32 (exact) when `None`.
+    pub kernel: Option<q8::Kernel>,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { pooling: Pooling::Mean, max_tokens: 256 }
+        Options { pooling: Pooling::Mean, max_tokens: 256, threads: 1, kernel: None }
     }
 }
 
 /// A loaded sentence model.
 pub struct Model {
-    bert: BertModel,
+    encoder: Encoder,
     tokenizer: Tokenizer,
     options: Options,
     dims: usize,
-    device: Device,
     /// Its weights' file, named when they make no number.
     weights: PathBuf,
 }
@@ -167,27 +172,22 @@ impl Model {
         let config_path = file(dir, CONFIG)?;
         let tokenizer_path = file(dir, TOKENIZER)?;
         let weights_path = file(dir, WEIGHTS)?;
-        let config: Config = serde_json::from_str(
-            &std::fs::read_to_string(&config_path).map_err(|e| EmbedError::Broken(config_path.clone(), e.to_string()))?,
-        )
-        .map_err(|e| EmbedError::Broken(config_path.clone(), e.to_string()))?;
+        let config =
+            Config::parse(&std::fs::read_to_string(&config_path).map_err(|e| EmbedError::Broken(config_path.clone(), e.to_string()))?)
+                .map_err(|e| EmbedError::Broken(config_path.clone(), e))?;
         let mut tokenizer = Tokenizer::from_file(&tokenizer_path).map_err(|e| EmbedError::Broken(tokenizer_path.clone(), e.to_string()))?;
-        let max = options.max_tokens.clamp(2, config.max_position_embeddings);
+        let max = options.max_tokens.clamp(2, config.max_positions);
         tokenizer
             .with_truncation(Some(tokenizers::TruncationParams { max_length: max, ..Default::default() }))
             .map_err(|e| EmbedError::Broken(tokenizer_path.clone(), e.to_string()))?;
         tokenizer.with_padding(None);
-        let device = Device::Cpu;
-        let weights = std::fs::read(&weights_path).map_err(|e| EmbedError::Broken(weights_path.clone(), e.to_string()))?;
-        let vb = VarBuilder::from_buffered_safetensors(weights, DType::F32, &device)
-            .map_err(|e| EmbedError::Broken(weights_path.clone(), e.to_string()))?;
-        let bert = BertModel::load(vb, &config).map_err(|e| EmbedError::Broken(weights_path.clone(), e.to_string()))?;
+        let dims = config.hidden;
+        let encoder = Encoder::load(&weights_path, config, options.kernel)?;
         Ok(Model {
-            bert,
+            encoder,
             tokenizer,
-            options: Options { max_tokens: max, ..options },
-            dims: config.hidden_size,
-            device,
+            options: Options { max_tokens: max, threads: options.threads.max(1), ..options },
+            dims,
             weights: weights_path,
         })
     }
@@ -238,34 +238,32 @@ impl Model {
         Ok(out)
     }
 
-    /// One batch through the encoder, padded to its longest text.
+    /// One batch through the encoder: its texts laid end to end, unpadded.
     fn run(&self, batch: &[&tokenizers::Encoding]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        let len = batch.iter().map(|e| e.get_ids().len()).max().unwrap_or(0).max(1);
-        let n = batch.len();
-        let (mut ids, mut types, mut mask) = (vec![0u32; n * len], vec![0u32; n * len], vec![0u32; n * len]);
-        for (row, e) in batch.iter().enumerate() {
-            for (j, ((&id, &ty), &m)) in e.get_ids().iter().zip(e.get_type_ids()).zip(e.get_attention_mask()).enumerate() {
-                ids[row * len + j] = id;
-                types[row * len + j] = ty;
-                mask[row * len + j] = m;
-            }
+        let texts: Vec<(&[u32], &[u32])> = batch.iter().map(|e| (e.get_ids(), e.get_type_ids())).collect();
+        let hidden = self.encoder.forward(&texts, self.options.threads).map_err(EmbedError::Failed)?;
+        let h = self.dims;
+        let mut out = Vec::with_capacity(batch.len());
+        let mut row = 0;
+        for (ids, _) in &texts {
+            let rows = &hidden[row * h..(row + ids.len()) * h];
+            let pooled = match self.options.pooling {
+                Pooling::Cls => rows[..h.min(rows.len())].to_vec(),
+                Pooling::Mean => {
+                    let mut sum = vec![0f32; h];
+                    for r in rows.chunks_exact(h) {
+                        for (s, v) in sum.iter_mut().zip(r) {
+                            *s += *v;
+                        }
+                    }
+                    let n = ids.len().max(1) as f32;
+                    sum.iter().map(|s| s / n).collect()
+                }
+            };
+            out.push(normalized(pooled));
+            row += ids.len();
         }
-        let shape = (n, len);
-        let ids = Tensor::from_vec(ids, shape, &self.device).map_err(failed)?;
-        let types = Tensor::from_vec(types, shape, &self.device).map_err(failed)?;
-        let mask = Tensor::from_vec(mask, shape, &self.device).map_err(failed)?;
-        let hidden = self.bert.forward(&ids, &types, Some(&mask)).map_err(failed)?; // (n, len, dims)
-        let pooled = match self.options.pooling {
-            Pooling::Cls => hidden.narrow(1, 0, 1).and_then(|t| t.squeeze(1)).map_err(failed)?,
-            Pooling::Mean => {
-                let m = mask.to_dtype(DType::F32).and_then(|m| m.unsqueeze(2)).map_err(failed)?; // (n, len, 1)
-                let summed = hidden.broadcast_mul(&m).and_then(|t| t.sum(1)).map_err(failed)?; // (n, dims)
-                let counts = m.sum(1).and_then(|c| c.clamp(1e-9f32, f32::MAX)).map_err(failed)?; // (n, 1)
-                summed.broadcast_div(&counts).map_err(failed)?
-            }
-        };
-        let rows: Vec<Vec<f32>> = pooled.to_vec2::<f32>().map_err(failed)?;
-        Ok(rows.into_iter().map(normalized).collect())
+        Ok(out)
     }
 }
 

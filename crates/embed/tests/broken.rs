@@ -49,22 +49,32 @@ fn weights_cut_short_are_a_broken_file() {
 fn a_configuration_that_does_not_fit_the_weights_is_a_broken_file() {
     let dir = copy("config");
     let c = dir.join("config.json");
-    let text = std::fs::read_to_string(&c).unwrap().replace("\"hidden_size\": 384", "\"hidden_size\": 100");
-    assert!(text.contains("\"hidden_size\": 100"), "the configuration names its hidden size");
+    let original = std::fs::read_to_string(&c).unwrap();
+    // 372 heads' worth of dimensions (12 × 31) that the weights do not have: the weights' file.
+    let text = original.replace("\"hidden_size\": 384", "\"hidden_size\": 372");
+    assert!(text.contains("\"hidden_size\": 372"), "the configuration names its hidden size");
     std::fs::write(&c, text).unwrap();
-    assert!(broken(&dir).contains("model.safetensors"));
+    let why = broken(&dir);
+    assert!(why.contains("model.safetensors") && why.contains("372"), "{why}");
+    // A size no head count divides cannot be a model at all: the configuration is named.
+    std::fs::write(&c, original.replace("\"hidden_size\": 384", "\"hidden_size\": 100")).unwrap();
+    let why = broken(&dir);
+    assert!(why.contains("config.json") && why.contains("num_attention_heads"), "{why}");
 }
 
 #[test]
 fn weights_that_hold_nan_are_a_broken_file_not_a_vector() {
     let dir = copy("nan");
     let w = dir.join("model.safetensors");
-    let mut tensors = candle_core::safetensors::load(&w, &candle_core::Device::Cpu).unwrap();
-    let name = tensors.keys().find(|k| k.ends_with("attention.self.query.weight")).unwrap().clone();
-    let t = &tensors[&name];
-    let nan = candle_core::Tensor::full(f32::NAN, t.shape(), &candle_core::Device::Cpu).unwrap().to_dtype(t.dtype()).unwrap();
-    tensors.insert(name, nan);
-    candle_core::safetensors::save(&tensors, &w).unwrap();
+    let mut bytes = std::fs::read(&w).unwrap();
+    let (header, meta) = safetensors::SafeTensors::read_metadata(&bytes).unwrap();
+    let (name, info) = meta.tensors().into_iter().find(|(k, _)| k.ends_with("attention.self.query.weight")).unwrap();
+    assert_eq!(info.dtype, safetensors::Dtype::F32, "{name}");
+    let (start, end) = (8 + header + info.data_offsets.0, 8 + header + info.data_offsets.1);
+    for b in bytes[start..end].chunks_exact_mut(4) {
+        b.copy_from_slice(&f32::NAN.to_le_bytes());
+    }
+    std::fs::write(&w, bytes).unwrap();
     let why = broken(&dir);
     assert!(why.contains("not finite"), "{why}");
 }
