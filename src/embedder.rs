@@ -14,6 +14,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::rc::Rc;
 
+use agent_memory_embed::q8::Kernel;
 use agent_memory_embed::{EmbedError, Model, Options, Pooling};
 use pgrx::spi::SpiClient;
 use pgrx::PgSqlErrorCode;
@@ -29,6 +30,9 @@ struct Spec {
     pooling: String,
     max_tokens: usize,
     dims: i32,
+    /// The 8-bit kernel the linear layers run on (`agent_memory.embed_precision = fast` on a CPU
+    /// that has one), or `None` for f32, exact.
+    kernel: Option<Kernel>,
 }
 
 impl Spec {
@@ -36,7 +40,13 @@ impl Spec {
     /// what the model computes, so that a model whose row changes never answers from an entry of
     /// before.
     fn fingerprint(&self) -> String {
-        format!("{}|{}|{}|{}|{}", self.name, self.folder.display(), self.pooling, self.max_tokens, self.dims)
+        let exact = format!("{}|{}|{}|{}|{}", self.name, self.folder.display(), self.pooling, self.max_tokens, self.dims);
+        match self.kernel {
+            // The 8-bit path's vectors differ from the exact ones (cosine ≥ 0.999): entries of
+            // one are never answers of the other. (The kernels of that path agree with each other.)
+            Some(_) => exact + "|q8/16",
+            None => exact,
+        }
     }
 }
 
@@ -110,7 +120,11 @@ fn spec(client: &mut SpiClient<'_>, name: &str) -> Result<(Spec, i32)> {
         ));
     };
     let folder = confined(name, &folder)?;
-    Ok((Spec { name: name.to_string(), folder, pooling, max_tokens: max_tokens.max(2) as usize, dims }, dims))
+    let kernel = match gucs::embed_precision() {
+        gucs::EmbedPrecisionSetting::Fast => Kernel::fast(),
+        gucs::EmbedPrecisionSetting::Exact => None,
+    };
+    Ok((Spec { name: name.to_string(), folder, pooling, max_tokens: max_tokens.max(2) as usize, dims, kernel }, dims))
 }
 
 /// A model's folder as its row names it, resolved under `agent_memory.model_path`: a folder
@@ -156,8 +170,9 @@ fn model(spec: &Spec) -> Result<Rc<Model>> {
     let pooling: Pooling =
         spec.pooling.parse().map_err(|e: String| MemoryError::invalid_parameter(format!("embedding model \"{name}\": {e}")))?;
     threads_once();
-    let loaded = Model::load(&spec.folder, Options { pooling, max_tokens: spec.max_tokens, threads: gucs::embed_threads(), kernel: None })
-        .map_err(|e| load_error(spec, e))?;
+    let loaded =
+        Model::load(&spec.folder, Options { pooling, max_tokens: spec.max_tokens, threads: gucs::embed_threads(), kernel: spec.kernel })
+            .map_err(|e| load_error(spec, e))?;
     if loaded.dims() != dims as usize {
         return Err(MemoryError::data_exception(format!(
             "embedding model \"{name}\" is registered with {dims} dimensions, and its files make {}",
@@ -170,15 +185,26 @@ fn model(spec: &Spec) -> Result<Rc<Model>> {
     Ok(loaded)
 }
 
-/// Sets the size of the thread pool the model's matrix products run on with more than one thread,
-/// before its first use in this process (the pool reads it once).
-fn threads_once() {
-    static DONE: std::sync::Once = std::sync::Once::new();
-    DONE.call_once(|| {
+/// Whether this process is the background worker (`for_the_worker`): its model runs on
+/// `agent_memory.embed_worker_threads`, a backend's on `agent_memory.embed_threads`.
+static IN_THE_WORKER: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Called by the background worker at its start.
+pub fn for_the_worker() {
+    IN_THE_WORKER.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// The threads this process's models run on, read once; sets the size of the thread pool the
+/// f32 products run on before its first use (the pool reads it once).
+fn threads_once() -> usize {
+    static THREADS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *THREADS.get_or_init(|| {
+        let n = if IN_THE_WORKER.load(std::sync::atomic::Ordering::Relaxed) { gucs::embed_worker_threads() } else { gucs::embed_threads() };
         if std::env::var_os("RAYON_NUM_THREADS").is_none() {
-            std::env::set_var("RAYON_NUM_THREADS", gucs::embed_threads().to_string());
+            std::env::set_var("RAYON_NUM_THREADS", n.to_string());
         }
-    });
+        n
+    })
 }
 
 impl From<EmbedError> for MemoryError {

@@ -854,6 +854,7 @@ fn schema_current(db: &str, said: &mut bool) -> bool {
 #[no_mangle]
 pub extern "C-unwind" fn agent_memory_worker_main(_arg: pg_sys::Datum) {
     BackgroundWorker::attach_signal_handlers(SignalWakeFlags::SIGHUP | SignalWakeFlags::SIGTERM);
+    crate::embedder::for_the_worker();
     let db = BackgroundWorker::get_extra().to_string();
     BackgroundWorker::connect_worker_to_spi(Some(&db), None);
     if matches!(another_worker_runs(), Ok(true)) {

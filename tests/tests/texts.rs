@@ -405,3 +405,39 @@ fn the_extension_needs_a_database_in_utf8() {
     drop(c);
     admin.batch_execute("DROP DATABASE am_texts_ascii WITH (FORCE)").unwrap();
 }
+
+/// `agent_memory.embed_precision = fast` runs the linear layers in 8 bits where the CPU has AVX2:
+/// its vectors stay within parity of the exact ones, they are cached apart from them (a text
+/// embedded both ways has two entries, and neither answers for the other), and only a superuser
+/// chooses it.
+#[test]
+fn the_fast_precision_stays_within_parity_and_apart_from_the_exact_vectors() {
+    const DB: &str = "am_texts_precision";
+    let mut su = setup(DB);
+    let text = "Priya switched her team from Jenkins to GitHub Actions after the outage in May";
+    let exact = embed(&mut su, text);
+    let after_exact = entries(&mut su);
+    su.batch_execute("SET agent_memory.embed_precision = fast").unwrap();
+    let fast = embed(&mut su, text);
+    let c = cosine(&exact, &fast);
+    assert!(c >= 0.999, "fast against exact: cosine {c}");
+    #[cfg(target_arch = "x86_64")]
+    let has_kernel = std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma");
+    #[cfg(not(target_arch = "x86_64"))]
+    let has_kernel = false;
+    if has_kernel {
+        assert_ne!(exact, fast, "the 8-bit path ran (this CPU has AVX2)");
+        assert_eq!(entries(&mut su), after_exact + 1, "the fast vector is an entry of its own");
+    } else {
+        assert_eq!(exact, fast, "without AVX2, fast is exact");
+    }
+    // Each way answers from its own entry, in another process too.
+    let mut other = Client::connect(&params_as("postgres", DB), NoTls).unwrap();
+    assert_eq!(embed(&mut other, text), exact);
+    other.batch_execute("SET agent_memory.embed_precision = fast").unwrap();
+    assert_eq!(embed(&mut other, text), fast);
+    // A writer cannot choose it: it changes what the server stores for every tenant.
+    let mut writer = as_role("am_txt_a", DB, Some("ta-1"));
+    let e = writer.batch_execute("SET agent_memory.embed_precision = fast").unwrap_err();
+    assert_eq!(sqlstate(&e), "42501", "{e}");
+}

@@ -35,6 +35,32 @@ fn turns() -> Vec<String> {
     out
 }
 
+/// Turns of the LongMemEval histories of 200 word pieces or more (their long answers), at most 96.
+fn long_texts() -> Vec<String> {
+    let dir = std::env::var("AGENT_MEMORY_EVAL").unwrap_or_else(|_| "../shared/eval/conversations".into());
+    let dir = std::path::Path::new(&dir).join("../longmemeval");
+    let model = Model::load(&model_dir(), Options::default()).unwrap();
+    let mut files: Vec<_> = std::fs::read_dir(&dir).map(|d| d.flatten().map(|e| e.path()).collect()).unwrap_or_default();
+    files.sort();
+    let mut out = Vec::new();
+    for f in files.iter().filter(|f| f.extension().is_some_and(|e| e == "json")) {
+        let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(f).unwrap()).unwrap();
+        out.extend(
+            v["turns"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|t| t["text"].as_str().unwrap().to_string())
+                .filter(|t| model.tokens(t).unwrap() >= 200),
+        );
+        if out.len() >= 96 {
+            break;
+        }
+    }
+    out.truncate(96);
+    out
+}
+
 fn ms(d: Duration) -> String {
     format!("{:.2}", d.as_secs_f64() * 1000.0)
 }
@@ -53,54 +79,67 @@ fn main() {
     let mut out = String::from("## Text in: embedding inside the server\n\n");
     let none = || Ok::<(), EmbedError>(());
 
-    // 1. The embedder in this process.
-    let t = Instant::now();
-    let model = Model::load(&model_dir(), Options::default()).expect("the model (scripts/setup.sh installs it)");
-    let load = t.elapsed();
+    // 1. The embedder in this process: the exact path (f32) and the fast one (8 bits, on the
+    // kernel this CPU runs; none without AVX2), side by side in the same run.
     let sentence = "The user said she moved to Lisbon last spring and prefers neovim as her editor now";
-    let pieces = model.tokens(sentence).unwrap();
-    model.embed(&[sentence], none).unwrap();
-    let mut one: Vec<Duration> = (0..50)
-        .map(|_| {
-            let t = Instant::now();
-            model.embed(&[sentence], none).unwrap();
-            t.elapsed()
-        })
-        .collect();
-    one.sort();
     let turns = turns();
     let sample: Vec<&str> = turns.iter().take(320).map(String::as_str).collect();
-    let avg_pieces = sample.iter().map(|t| model.tokens(t).unwrap()).sum::<usize>() as f64 / sample.len().max(1) as f64;
-    let t = Instant::now();
-    for s in &sample {
-        model.embed(&[*s], none).unwrap();
+    let long = long_texts();
+    let long: Vec<&str> = long.iter().map(String::as_str).collect();
+    let mut paths: Vec<(String, Option<agent_memory_embed::q8::Kernel>)> = vec![("exact (f32)".into(), None)];
+    if let Some(k) = agent_memory_embed::q8::Kernel::fast() {
+        paths.push((format!("fast (8 bits, {})", k.name()), Some(k)));
     }
-    let singly = t.elapsed();
-    let t = Instant::now();
-    model.embed(&sample, none).unwrap();
-    let batched = t.elapsed();
-    let per_s = |d: Duration| format!("{:.0}", sample.len() as f64 / d.as_secs_f64());
-    out += &format!("In one process, one thread (the embedder crate's f32 encoder): model load {} ms.\n\n", ms(load));
-    out += &table(
-        &["what", "figure", "aim"],
-        &[
-            vec![
-                format!("one sentence of {pieces} word pieces, p50 / p95"),
-                format!("{:.2} / {:.2} ms", percentile_ms(&one, 0.5), percentile_ms(&one, 0.95)),
-                "≤ 5 ms (20 pieces)".into(),
-            ],
-            vec![
-                format!("{} eval turns one at a time (mean {avg_pieces:.0} pieces)", sample.len()),
-                format!("{} turns/s", per_s(singly)),
-                "".into(),
-            ],
-            vec![
-                format!("the same turns in batches of {}, sorted by length", agent_memory_embed::BATCH),
-                format!("{} turns/s", per_s(batched)),
-                "≥ 300/s per core".into(),
-            ],
-        ],
-    );
+    let mut rows: Vec<Vec<String>> = vec![
+        vec!["model load".into()],
+        vec![String::new()],
+        vec![format!("{} eval turns one at a time", sample.len())],
+        vec![format!("the same turns in batches (at most {} texts), one thread", agent_memory_embed::BATCH)],
+        vec!["the same, two threads".into()],
+        vec![format!("{} long texts (≥ 200 word pieces, LongMemEval turns) in batches", long.len())],
+    ];
+    let per_s = |n: usize, d: Duration| format!("{:.0}/s", n as f64 / d.as_secs_f64());
+    for (_, kernel) in &paths {
+        let t = Instant::now();
+        let model =
+            Model::load(&model_dir(), Options { kernel: *kernel, ..Options::default() }).expect("the model (scripts/setup.sh installs it)");
+        rows[0].push(format!("{} ms", ms(t.elapsed())));
+        let pieces = model.tokens(sentence).unwrap();
+        model.embed(&[sentence], none).unwrap();
+        let mut one: Vec<Duration> = (0..100)
+            .map(|_| {
+                let t = Instant::now();
+                model.embed(&[sentence], none).unwrap();
+                t.elapsed()
+            })
+            .collect();
+        one.sort();
+        rows[1][0] = format!("one sentence of {pieces} word pieces, p50 / p95");
+        rows[1].push(format!("{:.2} / {:.2} ms", percentile_ms(&one, 0.5), percentile_ms(&one, 0.95)));
+        let t = Instant::now();
+        for s in &sample {
+            model.embed(&[*s], none).unwrap();
+        }
+        rows[2].push(per_s(sample.len(), t.elapsed()));
+        let t = Instant::now();
+        model.embed(&sample, none).unwrap();
+        rows[3].push(per_s(sample.len(), t.elapsed()));
+        let two = Model::load(&model_dir(), Options { kernel: *kernel, threads: 2, ..Options::default() }).unwrap();
+        let t = Instant::now();
+        two.embed(&sample, none).unwrap();
+        rows[4].push(per_s(sample.len(), t.elapsed()));
+        let t = Instant::now();
+        model.embed(&long, none).unwrap();
+        rows[5].push(format!("{:.1}/s", long.len() as f64 / t.elapsed().as_secs_f64()));
+    }
+    let avg_pieces = {
+        let m = Model::load(&model_dir(), Options::default()).unwrap();
+        sample.iter().map(|t| m.tokens(t).unwrap()).sum::<usize>() as f64 / sample.len().max(1) as f64
+    };
+    out += &format!("In one process (the embedder crate; eval turns: mean {avg_pieces:.0} word pieces):\n\n");
+    let mut header = vec!["what"];
+    header.extend(paths.iter().map(|(n, _)| n.as_str()));
+    out += &table(&header, &rows);
     out += "\n";
 
     // 2. On the server.
@@ -139,7 +178,19 @@ fn main() {
             repeated.push(t.elapsed());
         }
     }
-    for v in [&mut text, &mut vector, &mut repeated] {
+    // The same new questions under the fast path (a superuser's setting).
+    let mut fast_text = Vec::new();
+    c.batch_execute("SET agent_memory.embed_precision = fast").unwrap();
+    for round in 0..10 {
+        for q in questions {
+            let fresh = format!("{q} (fast {round})");
+            let t = Instant::now();
+            c.query("SELECT id FROM agent_memory.memory_recall('bench-user', $1::text, 10, touch => false)", &[&fresh]).unwrap();
+            fast_text.push(t.elapsed());
+        }
+    }
+    c.batch_execute("RESET agent_memory.embed_precision").unwrap();
+    for v in [&mut text, &mut vector, &mut repeated, &mut fast_text] {
         v.sort();
     }
     out += &format!(
@@ -155,6 +206,11 @@ fn main() {
                 "question as text (embedded by the server, hybrid)".into(),
                 format!("{:.2} ms", percentile_ms(&text, 0.5)),
                 format!("{:.2} ms", percentile_ms(&text, 0.95)),
+            ],
+            vec![
+                "question as text, agent_memory.embed_precision = fast".into(),
+                format!("{:.2} ms", percentile_ms(&fast_text, 0.5)),
+                format!("{:.2} ms", percentile_ms(&fast_text, 0.95)),
             ],
             vec![
                 "the same question's vector and words (the baseline)".into(),
@@ -262,36 +318,48 @@ fn main() {
     out += "\n";
     drop(w);
 
-    // 4. Memory of 8 connections that embed at once.
+    // 4. Memory of 1 and of 8 connections that embed at once, on each path. The connections of
+    // the parts above are closed first, so that the model's pages are shared by these alone.
+    drop(c);
     let idle = connect("am_bench_embed");
     let mut idle = idle;
     let idle_pid: i32 = idle.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
     let (idle_rss, idle_pss) = memory_kb(idle_pid);
-    let handles: Vec<_> = (0..8)
-        .map(|i| {
-            std::thread::spawn(move || {
-                let mut c = connect("am_bench_embed");
-                let pid: i32 = c.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
-                c.query("SELECT agent_memory.memory_embed($1)", &[&format!("connection {i} embeds a sentence")]).unwrap();
-                (c, pid)
-            })
-        })
-        .collect();
-    let conns: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
-    let mem: Vec<(i64, i64)> = conns.iter().map(|(_, pid)| memory_kb(*pid)).collect();
-    let rss_max = mem.iter().map(|m| m.0).max().unwrap();
-    let pss_total: i64 = mem.iter().map(|m| m.1).sum();
     let mb = |kb: i64| kb as f64 / 1024.0;
+    let mut mem_rows = Vec::new();
+    for precision in ["exact", "fast"] {
+        for n in [1usize, 8] {
+            let handles: Vec<_> = (0..n)
+                .map(|i| {
+                    std::thread::spawn(move || {
+                        let mut c = connect("am_bench_embed");
+                        c.batch_execute(&format!("SET agent_memory.embed_precision = {precision}")).unwrap();
+                        let pid: i32 = c.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
+                        c.query("SELECT agent_memory.memory_embed($1)", &[&format!("connection {i} embeds a sentence ({precision})")])
+                            .unwrap();
+                        (c, pid)
+                    })
+                })
+                .collect();
+            let conns: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+            let mem: Vec<(i64, i64)> = conns.iter().map(|(_, pid)| memory_kb(*pid)).collect();
+            let pss_total: i64 = mem.iter().map(|m| m.1).sum();
+            mem_rows.push(vec![
+                format!("{n} connection{} that embedded, {precision}", if n > 1 { "s" } else { "" }),
+                format!("{:.0} MB", mb(mem.iter().map(|m| m.0).max().unwrap())),
+                format!("{:.0} MB", mb(pss_total)),
+                format!("{:.0} MB", mb(pss_total - n as i64 * idle_pss)),
+            ]);
+            drop(conns);
+            std::thread::sleep(Duration::from_millis(300));
+        }
+    }
     out += &format!(
-        "Memory: an idle backend {:.0} MB resident ({:.0} MB proportional); each of 8 connections after embedding up to {:.0} MB resident \
-         (the model's pages, mapped from its file, are counted in each); the 8 together take {:.0} MB proportional, {:.0} MB above 8 idle backends.\n",
+        "Memory (an idle backend: {:.0} MB resident, {:.0} MB proportional). Resident counts the model's pages, mapped from its file, in every process that touched them; the proportional sizes (a page shared by n processes counts 1/n in each) add up to what the connections take together:\n\n",
         mb(idle_rss),
-        mb(idle_pss),
-        mb(rss_max),
-        mb(pss_total),
-        mb(pss_total - 8 * idle_pss)
+        mb(idle_pss)
     );
-    drop(conns);
+    out += &table(&["connections", "resident, largest", "proportional, together", "above as many idle backends"], &mem_rows);
     println!("{}", out.lines().last().unwrap_or_default());
     if let Ok(path) = std::env::var("BENCH_OUT") {
         std::fs::write(path, &out).unwrap();

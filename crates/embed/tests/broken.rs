@@ -26,7 +26,11 @@ fn copy(name: &str) -> PathBuf {
 }
 
 fn broken(dir: &Path) -> String {
-    match Model::load(dir, Options::default()) {
+    broken_with(dir, Options::default())
+}
+
+fn broken_with(dir: &Path, options: Options) -> String {
+    match Model::load(dir, options) {
         Err(EmbedError::Broken(p, why)) => format!("{}: {why}", p.display()),
         Err(e) => panic!("expected a broken file, got {e}"),
         Ok(m) => match m.embed::<EmbedError>(&["a text"], || Ok(())) {
@@ -77,4 +81,9 @@ fn weights_that_hold_nan_are_a_broken_file_not_a_vector() {
     std::fs::write(&w, bytes).unwrap();
     let why = broken(&dir);
     assert!(why.contains("not finite"), "{why}");
+    // The 8-bit path too, on every kernel this CPU runs.
+    for kernel in agent_memory_embed::q8::Kernel::available() {
+        let why = broken_with(&dir, Options { kernel: Some(kernel), ..Options::default() });
+        assert!(why.contains("not finite") && why.contains("model.safetensors"), "{} kernel: {why}", kernel.name());
+    }
 }

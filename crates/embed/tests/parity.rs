@@ -52,12 +52,10 @@ fn cosine(a: &[f32], b: &[f32]) -> f64 {
     dot / (na * nb)
 }
 
-#[test]
-fn every_turn_and_question_matches_sentence_transformers() {
-    let Some(dir) = eval_dir() else { return };
-    let model = load();
-    assert_eq!(model.dims(), 384);
-    let (mut n, mut worst, mut sum) = (0usize, 1.0f64, 0.0f64);
+/// Every eval text (turns and questions of the five conversations) with its reference vector; at
+/// most `limit` of them, spread over every conversation.
+fn eval_texts(dir: &std::path::Path, limit: usize) -> Vec<(String, Vec<f32>)> {
+    let mut out = Vec::new();
     for i in 1..=5 {
         let conv: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(dir.join(format!("conversation-{i}.json"))).unwrap()).unwrap();
@@ -65,18 +63,52 @@ fn every_turn_and_question_matches_sentence_transformers() {
         let questions: Vec<&str> = conv["questions"].as_array().unwrap().iter().map(|q| q["question"].as_str().unwrap()).collect();
         for (texts, file) in [(&turns, "turns"), (&questions, "questions")] {
             let want = reference(&dir.join(format!("conversation-{i}.{file}.f32")), texts.len());
-            let got = model.embed::<agent_memory_embed::EmbedError>(texts, || Ok(())).unwrap();
-            for ((t, g), w) in texts.iter().zip(&got).zip(&want) {
-                let c = cosine(g, w);
-                assert!(c >= 0.999, "conversation {i} {file}: cosine {c:.6} for {t:?}");
-                worst = worst.min(c);
-                sum += c;
-                n += 1;
-            }
+            out.extend(texts.iter().map(|t| t.to_string()).zip(want));
         }
     }
-    eprintln!("parity: {n} texts, cosine min {worst:.7}, mean {:.7}", sum / n as f64);
-    assert!(n > 3000);
+    let every = out.len().div_ceil(limit.max(1));
+    out.into_iter().step_by(every).collect()
+}
+
+/// Embeds `texts` with `options` and checks each against its reference: cosine ≥ `floor`. Gives
+/// the least and the mean cosine.
+fn parity(options: Options, texts: &[(String, Vec<f32>)], floor: f64, what: &str) -> (f64, f64) {
+    let model = Model::load(&model_dir(), options).unwrap_or_else(|e| panic!("{e} (scripts/setup.sh installs the model)"));
+    assert_eq!(model.dims(), 384);
+    let refs: Vec<&str> = texts.iter().map(|(t, _)| t.as_str()).collect();
+    let got = model.embed::<agent_memory_embed::EmbedError>(&refs, || Ok(())).unwrap();
+    let (mut worst, mut sum) = (1.0f64, 0.0f64);
+    for ((t, want), g) in texts.iter().zip(&got) {
+        let c = cosine(g, want);
+        assert!(c >= floor, "{what}: cosine {c:.6} for {t:?}");
+        worst = worst.min(c);
+        sum += c;
+    }
+    let mean = sum / texts.len() as f64;
+    eprintln!("parity, {what}: {} texts, cosine min {worst:.7}, mean {mean:.7}", texts.len());
+    (worst, mean)
+}
+
+#[test]
+fn every_turn_and_question_matches_sentence_transformers() {
+    let Some(dir) = eval_dir() else { return };
+    let texts = eval_texts(&dir, usize::MAX);
+    assert!(texts.len() > 3000);
+    let (worst, _) = parity(Options::default(), &texts, 0.999, "exact (f32)");
+    assert!(worst > 0.999_999, "the exact path is sentence-transformers' to rounding: {worst}");
+}
+
+/// The 8-bit path holds parity on every kernel this CPU runs: the fast ones on every eval text,
+/// the portable one (slow: it is never chosen for speed, only where no other runs) on 300 of them.
+#[test]
+fn the_fast_path_holds_parity_on_every_kernel_this_cpu_runs() {
+    let Some(dir) = eval_dir() else { return };
+    let all = eval_texts(&dir, usize::MAX);
+    let some = eval_texts(&dir, 300);
+    for kernel in agent_memory_embed::q8::Kernel::available() {
+        let texts = if Some(kernel) == agent_memory_embed::q8::Kernel::fast() { &all } else { &some };
+        parity(Options { kernel: Some(kernel), ..Options::default() }, texts, 0.999, &format!("8-bit, {} kernel", kernel.name()));
+    }
 }
 
 #[test]
