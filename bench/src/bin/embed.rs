@@ -75,7 +75,9 @@ fn memory_kb(pid: i32) -> (i64, i64) {
 }
 
 fn main() {
-    std::env::set_var("RAYON_NUM_THREADS", "1");
+    // The pool the f32 products share out over when a model runs on two threads (one thread runs
+    // on the caller alone).
+    std::env::set_var("RAYON_NUM_THREADS", "2");
     let mut out = String::from("## Text in: embedding inside the server\n\n");
     let none = || Ok::<(), EmbedError>(());
 
