@@ -301,3 +301,33 @@ def test_a_state_graph_remembers_across_two_threads_of_a_user(store: AgentMemory
     out = graph.invoke({"message": "what colour do I like?", "recalled": []},
                        {"configurable": {"thread_id": "thread-3"}}, context=Context(user_id=user + "-x"))
     assert out["recalled"] == []
+
+
+def test_items_stay_until_deleted_and_an_evictable_store_lets_them_go(dsn: str, store: AgentMemoryStore, user: str,
+                                                                    admin: psycopg.Connection):
+    kept, loose = (user, "kept"), (user, "loose")
+    for i in range(6):
+        store.put(kept, f"k{i}", {"text": f"the garden's bed number {i} grows tomatoes"})
+    with AgentMemoryStore(dsn, evictable=True) as s:
+        for i in range(6):
+            s.put(loose, f"k{i}", {"text": f"the kitchen's shelf number {i} holds spices"})
+    flags = admin.execute("SELECT metadata #>> '{langgraph,namespace,1}', bool_and(protected), bool_or(protected) "
+                          "FROM agent_memory.memories WHERE user_id = %s AND active GROUP BY 1 ORDER BY 1",
+                          [user]).fetchall()
+    assert flags == [("kept", True, True), ("loose", False, False)]
+    # Far above the capacity: eviction takes every item it may, and none of the default store's.
+    admin.execute("SET agent_memory.capacity = 3")
+    admin.execute("SELECT * FROM agent_memory.memory_forget()")
+    admin.execute("RESET agent_memory.capacity")
+    assert all(store.get(kept, f"k{i}") is not None for i in range(6))
+    assert all(store.get(loose, f"k{i}") is None for i in range(6))
+    # A TTL still ends an item of the default store (it is not protected while it has one).
+    store.put(kept, "brief", {"text": "a note for one second"}, ttl=1 / 60)
+    time.sleep(1.5)
+    assert store.get(kept, "brief") is None
+    # Putting it again without a TTL makes it stay again.
+    store.put(kept, "brief", {"text": "a note that stays"})
+    assert admin.execute("SELECT protected, expires_at FROM agent_memory.memories WHERE user_id = %s "
+                         "AND predicate = 'langgraph:brief' AND active", [user]).fetchone() == (True, None)
+    with pytest.raises(ValueError, match="choose one"):
+        AgentMemoryStore(dsn, protected=True, evictable=True)

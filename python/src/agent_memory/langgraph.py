@@ -15,8 +15,13 @@ How items map to memories:
   JSON), which the server embeds. The value, namespace and key are kept in ``metadata.langgraph``.
 * **Put** updates the memory in place (its version rises; the new content is embedded anew);
   **delete** retires it (reason ``deleted``; it stays until the forgetting pass's purge, and
-  ``memory_erase`` removes it). Items are memories: the forgetting pass may retire them by the
-  retention settings unless the store is made with ``protected=True``.
+  ``memory_erase`` removes it).
+* **Items stay** until they are deleted or their TTL passes, as in LangGraph's stores: an item put
+  without a TTL is a protected memory (never expired, evicted or merged by consolidation). An
+  item put with a TTL expires then; until then it is an ordinary memory, which a user above
+  ``agent_memory.capacity`` may lose to eviction first. ``evictable=True`` makes every item an
+  ordinary memory, which the forgetting pass retires by the retention settings (kept from round
+  to round by recall's hits); ``protected=True`` protects every item and refuses TTLs.
 * **Search** with a prefix shorter than the user label (``search(())``) searches every user the
   connection's role may see, as row-level security decides (an admin: every user; an application
   role: the user its connection names, if any). **Search** with ``query`` ranks the items under the namespace prefix that match ``filter`` by the
@@ -176,14 +181,15 @@ class AgentMemoryStore(BaseStore):
 
     ``AgentMemoryStore(dsn)`` opens a pool of its own; ``pool=`` shares one. ``index`` is
     LangGraph's index configuration: only its ``fields`` are used (the server embeds with its text
-    model, ``agent_memory.text_model``).
+    model, ``agent_memory.text_model``). ``evictable=True`` lets the forgetting pass retire items
+    put without a TTL (by default they stay until deleted).
     """
 
     supports_ttl = True
 
     def __init__(self, dsn: str | None = None, *, pool: ConnectionPool | None = None, user_label: int = 0,
                  kind: str = "semantic", protected: bool = False, index: dict[str, Any] | None = None,
-                 max_size: int = 10, ttl: TTLConfig | None = None):
+                 max_size: int = 10, ttl: TTLConfig | None = None, evictable: bool = False):
         if pool is None:
             if dsn is None:
                 raise ValueError("pass a dsn or a pool")
@@ -193,10 +199,13 @@ class AgentMemoryStore(BaseStore):
             self._owned = False
         if kind not in KINDS:
             raise ValueError(f"kind must be one of {', '.join(KINDS)}")
+        if protected and evictable:
+            raise ValueError("protected=True keeps every item and evictable=True lets them go: choose one")
         self.pool = pool
         self.user_label = user_label
         self.kind = kind
         self.protected = protected
+        self.evictable = evictable
         if ttl is not None and ttl.get("default_ttl") is not None and protected:
             raise ValueError("a protected store never expires its items: a default TTL needs protected=False")
         self.ttl_config = ttl
@@ -274,7 +283,10 @@ class AgentMemoryStore(BaseStore):
         lg: dict[str, Any] = {"namespace": list(op.namespace), "key": op.key, "value": dict(op.value), "indexed": indexed}
         if op.ttl is not None:
             lg["ttl"] = float(op.ttl)
-        args.update(kind=self._kind_of(op.namespace), protected=self.protected, content=content, lg=Jsonb(lg),
+        # An item without a TTL stays until deleted (a protected memory), unless the store lets
+        # the forgetting pass have it; one with a TTL expires then.
+        protected = self.protected or (not self.evictable and op.ttl is None)
+        args.update(kind=self._kind_of(op.namespace), protected=protected, content=content, lg=Jsonb(lg),
                     ttl=None if op.ttl is None else float(op.ttl))
         cur.execute(_UPDATE, args)
         if cur.rowcount == 0:
