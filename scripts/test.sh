@@ -129,7 +129,8 @@ out_of_process() {
 # The Python package, installed from ./python into a virtual environment under target/ (packages
 # from PyPI, at the versions of python/constraints.txt), type-checked and tested against the test
 # server: the client, the LangGraph store (with LangGraph itself), the MCP server over stdio and
-# examples/agent.py.
+# examples/agent.py; then LangGraph's own store tests on the store (python/langgraph_suites: their
+# source taken from the pinned sdist, their fixtures rebuilt on AgentMemoryStore).
 python_package() {
   local venv="$ROOT/target/python-venv"
   command -v python3 >/dev/null 2>&1 || apt_install python3
@@ -138,7 +139,8 @@ python_package() {
   "$venv/bin/python" -m pip install -q --disable-pip-version-check -c "$ROOT/python/constraints.txt" \
     "$ROOT/python[test]" mypy || return 1
   "$venv/bin/mypy" --strict "$ROOT/python/src/agent_memory" &&
-    AGENT_MEMORY_TEST_HOST="$SOCK" AGENT_MEMORY_TEST_PORT="$PORT" "$venv/bin/python" -m pytest -q -p no:cacheprovider "$ROOT/python/tests"
+    AGENT_MEMORY_TEST_HOST="$SOCK" AGENT_MEMORY_TEST_PORT="$PORT" "$venv/bin/python" -m pytest -q -p no:cacheprovider "$ROOT/python/tests" &&
+    AGENT_MEMORY_TEST_HOST="$SOCK" AGENT_MEMORY_TEST_PORT="$PORT" "$venv/bin/python" "$ROOT/python/langgraph_suites/run.py" "$ROOT/target/langgraph-suites"
 }
 
 if wanted bystander; then

@@ -38,8 +38,10 @@ How items map to memories:
   the extension's retention (``expires_at`` from the retention settings); a ``protected=True``
   store never expires its items, so it refuses a TTL (``ValueError``).
 * Values are kept as PostgreSQL ``jsonb``, which holds no NaN or infinite number and no NUL
-  character: a put or a filter with one raises ``ValueError`` saying so (LangGraph's own
-  PostgresStore fails on them too, with a database error).
+  character: a put with one raises ``ValueError`` saying so (LangGraph's own PostgresStore fails
+  on them too, with a database error). A filter may hold them, as in LangGraph's stores: a value
+  no item can hold equals nothing (``$ne`` matches every item), an infinite bound compares as a
+  number, and nothing compares with NaN.
 """
 
 from __future__ import annotations
@@ -66,6 +68,7 @@ from langgraph.store.base import (
     SearchItem,
     SearchOp,
     TTLConfig,
+    validate_op_namespace,
 )
 from langgraph.store.base.embed import get_text_at_path, tokenize_path
 from psycopg.types.json import Jsonb
@@ -146,9 +149,14 @@ def _filter_sql(value: Any, path: list[str], out: list[str], params: list[Any]) 
                 out.append(f"NOT coalesce({inner[0]}, false)")
             elif op in ("$gt", "$gte", "$lt", "$lte"):
                 cmp = {"$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}[op]
+                bound = float(operand)
+                if math.isnan(bound) or not _holdable(path):
+                    # Nothing compares with NaN (as in Python); no stored key holds a NUL.
+                    out.append("false")
+                    continue
                 out.append("(CASE WHEN pg_catalog.jsonb_typeof(m.metadata #> %s::text[]) = 'number' "
                            f"THEN (m.metadata #> %s::text[])::text::double precision END) {cmp} %s")
-                params.extend([["langgraph", "value", *path], ["langgraph", "value", *path], float(operand)])
+                params.extend([["langgraph", "value", *path], ["langgraph", "value", *path], bound])
             else:
                 raise ValueError(f"unsupported filter operator: {op}")
     elif isinstance(value, dict):
@@ -158,9 +166,21 @@ def _filter_sql(value: Any, path: list[str], out: list[str], params: list[Any]) 
         _equals(value, path, out, params)
 
 
+def _holdable(value: Any) -> bool:
+    """Whether a stored value could hold ``value`` (JSON has no NaN or infinity, PostgreSQL no NUL)."""
+    try:
+        _storable(value, "")
+    except ValueError:
+        return False
+    return True
+
+
 def _equals(value: Any, path: list[str], out: list[str], params: list[Any]) -> None:
     """The stored value at ``path`` equals ``value`` (a missing field equals None, as in LangGraph)."""
-    if value is None:
+    if not _holdable(path) or not _holdable(value):
+        # No stored value holds it (puts refuse it), so nothing equals it; `$ne` matches all.
+        out.append("false")
+    elif value is None:
         out.append("coalesce(m.metadata #> %s::text[], 'null'::jsonb) = 'null'::jsonb")
         params.append(["langgraph", "value", *path])
     else:
@@ -324,7 +344,6 @@ class AgentMemoryStore(BaseStore):
             conditions = ["m.user_id = %s", "(m.subject = %s OR m.subject LIKE %s)", _LIVE]
             params = [user, subject, _like_escape(subject) + ".%"]
         if op.filter:
-            _storable(op.filter, "the filter")
             _filter_sql(op.filter, [], conditions, params)
         where = " AND ".join(conditions)
         if op.query:
@@ -386,7 +405,11 @@ class AgentMemoryStore(BaseStore):
         raise ValueError(f"unknown operation: {type(op).__name__}")
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
-        """Runs the operations in order, each in a transaction of its own for its user."""
+        """Runs the operations in order, each in a transaction of its own for its user, once every
+        operation's namespace labels are valid (an invalid one fails the batch before any runs)."""
+        ops = list(ops)
+        for op in ops:
+            validate_op_namespace(op)
         results: list[Result] = []
         for op in ops:
             user = self._user_for(op)
