@@ -6,29 +6,16 @@
 # settings of the suite's own fixtures; the server embeds with its own model, so
 # `fake_embeddings` only stands in for the argument the helpers take.
 import contextlib as _am_contextlib
-import os as _am_os
 
 import psycopg as _am_psycopg
 
 from agent_memory.langgraph import AgentMemoryStore as _AgentMemoryStore
-
-_AM_DB = "am_langgraph_suite"
-
-
-def _am_dsn(db: str) -> str:
-    host = _am_os.environ["AGENT_MEMORY_TEST_HOST"]
-    port = _am_os.environ.get("AGENT_MEMORY_TEST_PORT", "5432")
-    return f"host={host} port={port} user=postgres dbname={db}"
+from tests import _am_common
 
 
 @pytest.fixture(scope="session")
 def _am_database() -> str:
-    with _am_psycopg.connect(_am_dsn("postgres"), autocommit=True) as c:
-        c.execute(f"DROP DATABASE IF EXISTS {_AM_DB} WITH (FORCE)")
-        c.execute(f"CREATE DATABASE {_AM_DB}")
-    with _am_psycopg.connect(_am_dsn(_AM_DB), autocommit=True) as c:
-        c.execute("CREATE EXTENSION agent_memory CASCADE")
-    return _am_dsn(_AM_DB)
+    return _am_common.fresh_database()
 
 
 @pytest.fixture(scope="function")
@@ -39,8 +26,7 @@ def conn(_am_database: str):
 
 @pytest.fixture(scope="function", autouse=True)
 def clear_test_db(_am_database: str) -> None:
-    with _am_psycopg.connect(_am_database, autocommit=True) as c:
-        c.execute("TRUNCATE agent_memory.memories")
+    _am_common.empty()
 
 
 @pytest.fixture(scope="function")
@@ -58,10 +44,7 @@ def _create_vector_store(
     text_fields: list[str] | None = None,
     enable_ttl: bool = True,
 ):
-    dsn = _am_dsn(_AM_DB)
-    with _am_psycopg.connect(dsn, autocommit=True) as c:
-        c.execute("TRUNCATE agent_memory.memories")
-    with _AgentMemoryStore(dsn, index={"fields": text_fields} if text_fields else None,
+    _am_common.empty()
+    with _AgentMemoryStore(_am_common.dsn(), index={"fields": text_fields} if text_fields else None,
                            ttl={"default_ttl": 2, "refresh_on_read": True} if enable_ttl else None) as s:
         yield s
-

@@ -66,6 +66,7 @@ def prepare(suite: str, package: str, work: Path) -> Path:
             if member is not None:
                 (tests / helper).write_bytes(member.read())
     (tests / "__init__.py").write_text("")
+    (tests / "_am_common.py").write_text((HERE / "common.py").read_text())
     (tests / "test_store.py").write_text(text + "\n\n" + (HERE / f"fixtures_{suite}.py").read_text())
     (folder / "conftest.py").write_text(CONFTEST)
     (folder / "skips.py").write_text((HERE / "skips.py").read_text())
