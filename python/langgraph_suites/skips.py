@@ -12,8 +12,6 @@ SKIPS: dict[str, dict[str, str]] = {
         "test_scores": EMBEDDED_BY_THE_SERVER,
         "test_vector_store_initialization": "inspects SqliteStore's own attributes (embeddings, index_config) "
                                             "and its SQLite tables",
-        "test_embed_with_path": "several indexed texts are joined and embedded once, where LangGraph embeds each "
-                                "and scores an item by its best (README: what still differs)",
         "test_sql_injection_vulnerability": "SqliteStore refuses filter keys it cannot quote; here a key is a "
                                             "bound parameter, never SQL text, so no key is refused (as in "
                                             "InMemoryStore and PostgresStore)",
@@ -30,11 +28,6 @@ SKIPS: dict[str, dict[str, str]] = {
         "test_scores": EMBEDDED_BY_THE_SERVER,
         "test_vector_store_initialization": "inspects PostgresStore's own attributes (embeddings, index_config) "
                                             "and its tables",
-        "test_embed_with_path_sync": "several indexed texts are joined and embedded once, where LangGraph embeds "
-                                     "each and scores an item by its best (README: what still differs)",
-        "test_embed_with_path_operation_config": "several indexed texts are joined and embedded once, where "
-                                                 "LangGraph embeds each and scores an item by its best (README: "
-                                                 "what still differs)",
         "test_omit_expired_filters_read_paths": OWN_SWEEPER,
         "test_omit_expired_disabled_preserves_expired_rows": OWN_SWEEPER,
         "test_omit_expired_refresh_ttl_only_refreshes_live_rows": OWN_SWEEPER,

@@ -336,3 +336,33 @@ def test_items_stay_until_deleted_and_an_evictable_store_lets_them_go(dsn: str, 
                          "AND predicate = 'langgraph:brief' AND active", [user]).fetchone() == (True, None)
     with pytest.raises(ValueError, match="choose one"):
         AgentMemoryStore(dsn, protected=True, evictable=True)
+
+
+def test_several_indexed_texts_score_by_the_best_as_in_the_in_memory_store(dsn: str, user: str):
+    """Several fields, a list path and a per-put index: scores and order equal InMemoryStore's
+    given the server's embeddings (LangGraph embeds each text and scores an item by its best)."""
+    fields = ["title", "notes[*].text", "tag"]
+    reference = InMemoryStore(index={"dims": 384, "embed": server_embeddings(dsn), "fields": fields})
+    ns = (user, "multi")
+    puts = [
+        ("a", {"title": "xxx", "notes": [{"text": "zzz"}, {"text": "a trip to Lisbon"}], "tag": "travel"}, None),
+        ("b", {"title": "uuu", "notes": [{"text": "vvv"}], "tag": "xxx"}, None),
+        ("c", {"title": "quarterly budget review", "notes": [], "tag": "work"}, None),
+        ("d", {"title": "ignored", "body": "xxx exactly", "extra": "garden"}, ["body", "extra"]),
+    ]
+    with AgentMemoryStore(dsn, index={"fields": fields}) as ours:
+        for s in (ours, reference):
+            for key, value, index in puts:
+                s.put(ns, key, value, index=index)
+        for query in ("xxx", "zzz", "vvv", "a trip to Lisbon", "garden", "budget"):
+            mine = ours.search(ns, query=query, limit=10)
+            theirs = reference.search(ns, query=query, limit=10)
+            assert [i.key for i in mine] == [i.key for i in theirs], query
+            for m, t in zip(mine, theirs):
+                assert m.score is not None and t.score is not None
+                assert abs(m.score - t.score) < 1e-5, (query, m.key, m.score, t.score)
+        # "xxx" is a whole text of a (its title) and of b (its tag): each scores 1, as one text.
+        assert [round(i.score or 0, 4) for i in ours.search(ns, query="xxx", limit=2)] == [1.0, 1.0]
+        # A later put with one text scores by the memory's own embedding again.
+        ours.put(ns, "a", {"title": "a single title"})
+        assert ours.search(ns, query="zzz", limit=10)[-1].key in {"a", "c"}

@@ -13,6 +13,9 @@ How items map to memories:
   one active item per namespace and key, whoever writes. Its ``content`` is the text indexed for
   search (the value's ``index`` fields, as LangGraph extracts them; by default the whole value as
   JSON), which the server embeds. The value, namespace and key are kept in ``metadata.langgraph``.
+  An item indexed by several texts (several fields, or a list path such as ``items[*].text``)
+  keeps them there too, and a search scores it by its best text, as LangGraph does; the put
+  embeds each, so a search finds them in the user's embedding cache.
 * **Put** updates the memory in place (its version rises; the new content is embedded anew);
   **delete** retires it (reason ``deleted``; it stays until the forgetting pass's purge, and
   ``memory_erase`` removes it).
@@ -250,21 +253,22 @@ class AgentMemoryStore(BaseStore):
     def _kind_of(self, namespace: Sequence[str]) -> str:
         return next((label for label in namespace if label in KINDS), self.kind)
 
-    def _text_of(self, op: PutOp) -> tuple[str, bool]:
-        """The text the server embeds for an item, and whether it is indexed at all."""
+    def _text_of(self, op: PutOp) -> tuple[str, list[str]]:
+        """The memory's content (the texts an item is indexed by, joined), and those texts (none
+        for an item that is not indexed)."""
         assert op.value is not None
         # A memory's content is never empty (the extension refuses it): an item with no text to
         # index stands by its key, or by its namespace and key when the key is blank.
         unindexed = op.key if op.key.strip() else PREFIX + ".".join((*op.namespace, op.key))
         if op.index is False:
-            return unindexed, False
+            return unindexed, []
         fields = self._fields if op.index is None else [(f, tokenize_path(f)) for f in op.index]
         texts: list[str] = []
         for path, tokens in fields:
             texts.extend(t for t in get_text_at_path(op.value, tokens if path != "$" else "$") if t.strip())
         if not texts:
-            return unindexed, False
-        return "\n".join(texts), True
+            return unindexed, []
+        return "\n".join(texts), texts
 
     @staticmethod
     def _item(lg: dict[str, Any], created_at: datetime, score: float | None = None,
@@ -299,8 +303,13 @@ class AgentMemoryStore(BaseStore):
             raise ValueError("a protected store never expires its items: a TTL needs a store made with protected=False")
         _storable(op.value, "the value")
         _storable(list(op.namespace) + [op.key], "the namespace and key")
-        content, indexed = self._text_of(op)
-        lg: dict[str, Any] = {"namespace": list(op.namespace), "key": op.key, "value": dict(op.value), "indexed": indexed}
+        content, texts = self._text_of(op)
+        lg: dict[str, Any] = {"namespace": list(op.namespace), "key": op.key, "value": dict(op.value),
+                              "indexed": bool(texts)}
+        if len(texts) > 1:
+            # Scored by its best text, as LangGraph scores it: the texts are kept, and embedded
+            # now, so that a search finds their embeddings in the user's cache.
+            lg["texts"] = texts
         if op.ttl is not None:
             lg["ttl"] = float(op.ttl)
         # An item without a TTL stays until deleted (a protected memory), unless the store lets
@@ -317,6 +326,8 @@ class AgentMemoryStore(BaseStore):
                     cur.execute(_INSERT, args)
             except psycopg.errors.UniqueViolation:
                 cur.execute(_UPDATE, args)
+        if len(texts) > 1:
+            cur.execute("SELECT count(*) FROM agent_memory.memory_embed(%s::text[])", [texts])
 
     def _vectors(self, cur: psycopg.Cursor[Any]) -> str:
         if self._vector_schema is None:
@@ -351,8 +362,12 @@ class AgentMemoryStore(BaseStore):
             cur.execute(
                 f"WITH c AS MATERIALIZED (SELECT m.emb, {_ITEM} FROM agent_memory.memories m WHERE {where}), "
                 f"q AS (SELECT agent_memory.memory_embed(%s::text) AS v) "
-                f"SELECT c.lg, c.created_at, c.id, CASE WHEN (c.lg ->> 'indexed')::boolean AND c.emb IS NOT NULL "
-                f"THEN 1 - (c.emb OPERATOR({vs}.<=>) q.v) END AS score "
+                f"SELECT c.lg, c.created_at, c.id, CASE WHEN NOT (c.lg ->> 'indexed')::boolean THEN NULL "
+                # An item of several texts scores by its best one (their embeddings come from the
+                # user's cache, where its put left them, or the model again).
+                f"WHEN c.lg ? 'texts' THEN (SELECT max(1 - (t.embedding OPERATOR({vs}.<=>) q.v)) "
+                f"FROM agent_memory.memory_embed(ARRAY(SELECT pg_catalog.jsonb_array_elements_text(c.lg -> 'texts'))) t) "
+                f"WHEN c.emb IS NOT NULL THEN 1 - (c.emb OPERATOR({vs}.<=>) q.v) END AS score "
                 f"FROM c, q ORDER BY score DESC NULLS LAST, c.id LIMIT %s OFFSET %s",
                 [*params, op.query, op.limit, op.offset])
             rows = cur.fetchall()
