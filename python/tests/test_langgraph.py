@@ -336,6 +336,13 @@ def test_items_stay_until_deleted_and_an_evictable_store_lets_them_go(dsn: str, 
                          "AND predicate = 'langgraph:brief' AND active", [user]).fetchone() == (True, None)
     with pytest.raises(ValueError, match="choose one"):
         AgentMemoryStore(dsn, protected=True, evictable=True)
+    # In an evictable store, an item put again without its TTL takes the retention again.
+    with AgentMemoryStore(dsn, evictable=True) as s:
+        s.put(loose, "t", {"text": "a short note"}, ttl=1)
+        s.put(loose, "t", {"text": "a short note, kept"})
+        left = admin.execute("SELECT expires_at - now() > interval '1 day' FROM agent_memory.memories "
+                             "WHERE user_id = %s AND predicate = 'langgraph:t' AND active", [user]).fetchone()
+        assert left == (True,)
 
 
 def test_several_indexed_texts_score_by_the_best_as_in_the_in_memory_store(dsn: str, user: str):

@@ -89,8 +89,11 @@ _ITEM = "m.metadata -> 'langgraph' AS lg, m.created_at, m.id"
 _UPDATE = f"""
 UPDATE agent_memory.memories m
    SET content = %(content)s, emb = NULL, kind = %(kind)s, protected = %(protected)s,
-       expires_at = CASE WHEN %(ttl)s::float8 IS NULL THEN m.expires_at
-                         ELSE now() + pg_catalog.make_interval(secs => %(ttl)s::float8 * 60) END,
+       expires_at = CASE WHEN %(ttl)s::float8 IS NOT NULL THEN now() + pg_catalog.make_interval(secs => %(ttl)s::float8 * 60)
+                         -- An item that had a TTL and is put without one: the retention again.
+                         WHEN m.metadata -> 'langgraph' ? 'ttl'
+                         THEN now() + agent_memory.memory_retention(%(kind)s, m.importance, %(protected)s)
+                         ELSE m.expires_at END,
        metadata = pg_catalog.jsonb_set(m.metadata, '{{langgraph}}',
                                        %(lg)s::jsonb || pg_catalog.jsonb_build_object('updated_at', now()))
  WHERE m.user_id = %(user)s AND m.subject = %(subject)s AND m.predicate = %(predicate)s AND m.active
