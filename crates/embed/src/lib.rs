@@ -92,8 +92,8 @@ pub struct Model {
     weights: PathBuf,
 }
 
-/// What a panic of a library this crate calls said (a malformed file can make candle or the
-/// tokenizer panic instead of returning an error).
+/// What a panic of a library this crate calls said (a malformed file can make the tokenizer or
+/// the forward pass panic instead of returning an error).
 fn panic_text(p: Box<dyn std::any::Any + Send>) -> String {
     match (p.downcast_ref::<&str>(), p.downcast_ref::<String>()) {
         (Some(s), _) => s.to_string(),
