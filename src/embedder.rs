@@ -169,10 +169,9 @@ fn model(spec: &Spec) -> Result<Rc<Model>> {
     }
     let pooling: Pooling =
         spec.pooling.parse().map_err(|e: String| MemoryError::invalid_parameter(format!("embedding model \"{name}\": {e}")))?;
-    threads_once();
-    let loaded =
-        Model::load(&spec.folder, Options { pooling, max_tokens: spec.max_tokens, threads: gucs::embed_threads(), kernel: spec.kernel })
-            .map_err(|e| load_error(spec, e))?;
+    let threads = threads_once();
+    let loaded = Model::load(&spec.folder, Options { pooling, max_tokens: spec.max_tokens, threads, kernel: spec.kernel })
+        .map_err(|e| load_error(spec, e))?;
     if loaded.dims() != dims as usize {
         return Err(MemoryError::data_exception(format!(
             "embedding model \"{name}\" is registered with {dims} dimensions, and its files make {}",
