@@ -9,9 +9,10 @@
 //! 3. Writes of text rows without an embedding: a plain INSERT that embeds each row in its write,
 //!    beside the same INSERT under `agent_memory.embed_async` and the worker's embedding of those
 //!    rows in batches (the worker runs in `am_bench_maintain`; `embed_batch_size` 64).
-//! 4. The memory of 8 connections that each embedded, beside an idle backend's: resident (VmRSS,
-//!    which counts the model's shared pages in every process) and proportional (Pss: a page shared
-//!    by n processes counts 1/n in each, so the 8 sum to what they take together).
+//! 4. The memory of 1 and of 8 connections that each embedded, on each path, beside an idle
+//!    backend's: resident (VmRSS, which counts the model's shared pages in every process) and
+//!    proportional (Pss: a page shared by n processes counts 1/n in each, so they sum to what the
+//!    connections take together).
 
 use std::time::{Duration, Instant};
 
@@ -35,11 +36,11 @@ fn turns() -> Vec<String> {
     out
 }
 
-/// Turns of the LongMemEval histories of 200 word pieces or more (their long answers), at most 96.
-fn long_texts() -> Vec<String> {
+/// Turns of the LongMemEval histories of 200 word pieces or more (their long answers), at most
+/// 96, counted by `model`.
+fn long_texts(model: &Model) -> Vec<String> {
     let dir = std::env::var("AGENT_MEMORY_EVAL").unwrap_or_else(|_| "../shared/eval/conversations".into());
     let dir = std::path::Path::new(&dir).join("../longmemeval");
-    let model = Model::load(&model_dir(), Options::default()).unwrap();
     let mut files: Vec<_> = std::fs::read_dir(&dir).map(|d| d.flatten().map(|e| e.path()).collect()).unwrap_or_default();
     files.sort();
     let mut out = Vec::new();
@@ -86,7 +87,10 @@ fn main() {
     let sentence = "The user said she moved to Lisbon last spring and prefers neovim as her editor now";
     let turns = turns();
     let sample: Vec<&str> = turns.iter().take(320).map(String::as_str).collect();
-    let long = long_texts();
+    // Word pieces are counted once, by the exact model (both paths read the same pieces).
+    let counter = Model::load(&model_dir(), Options::default()).expect("the model (scripts/setup.sh installs it)");
+    let avg_pieces = sample.iter().map(|t| counter.tokens(t).unwrap()).sum::<usize>() as f64 / sample.len().max(1) as f64;
+    let long = long_texts(&counter);
     let long: Vec<&str> = long.iter().map(String::as_str).collect();
     let mut paths: Vec<(String, Option<agent_memory_embed::q8::Kernel>)> = vec![("exact (f32)".into(), None)];
     if let Some(k) = agent_memory_embed::q8::Kernel::fast() {
@@ -134,10 +138,6 @@ fn main() {
         model.embed(&long, none).unwrap();
         rows[5].push(format!("{:.1}/s", long.len() as f64 / t.elapsed().as_secs_f64()));
     }
-    let avg_pieces = {
-        let m = Model::load(&model_dir(), Options::default()).unwrap();
-        sample.iter().map(|t| m.tokens(t).unwrap()).sum::<usize>() as f64 / sample.len().max(1) as f64
-    };
     out += &format!("In one process (the embedder crate; eval turns: mean {avg_pieces:.0} word pieces):\n\n");
     let mut header = vec!["what"];
     header.extend(paths.iter().map(|(n, _)| n.as_str()));

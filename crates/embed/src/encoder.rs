@@ -235,10 +235,6 @@ impl Encoder {
         Ok(Encoder { config, word, position, types, emb_norm, layers, vocab, type_vocab, kernel, _owned: owned, _map: map })
     }
 
-    pub fn config(&self) -> &Config {
-        &self.config
-    }
-
     /// The last hidden states of `texts` (each its word piece ids and token type ids), laid end
     /// to end: `sum(len) × hidden`, row-major. `threads` > 1 runs the products on that many.
     pub fn forward(&self, texts: &[(&[u32], &[u32])], threads: usize) -> Result<Vec<f32>, String> {
@@ -382,7 +378,8 @@ impl Products {
     /// Takes `x` (rows of `cols` values) as the input of the products that follow.
     fn input(&mut self, x: &[f32], cols: usize) {
         self.quantised = None;
-        if self.kernel.is_some() && cols.is_multiple_of(q8::STEP) {
+        let Some(kernel) = self.kernel else { return };
+        if cols.is_multiple_of(q8::STEP) {
             let at = match self.buffers.iter().position(|b| b.cols == cols) {
                 Some(i) => i,
                 None => {
@@ -390,7 +387,7 @@ impl Products {
                     self.buffers.len() - 1
                 }
             };
-            self.buffers[at].fill(x, self.kernel.unwrap_or(q8::Kernel::Portable));
+            self.buffers[at].fill(x, kernel);
             self.quantised = Some(at);
         }
     }

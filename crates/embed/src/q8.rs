@@ -147,11 +147,6 @@ impl Weights {
         let c = self.inp;
         (&self.q[j * c..(j + 1) * c], &self.scales[j * c / BLOCK..(j + 1) * c / BLOCK])
     }
-
-    /// Bytes it holds.
-    pub fn bytes(&self) -> usize {
-        self.q.len() + 4 * self.scales.len()
-    }
 }
 
 /// `y[r][j] += Σ x[r]·w[j]` for every row of `x` and output of `w` (y holds the bias before), on

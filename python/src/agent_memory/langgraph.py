@@ -37,9 +37,10 @@ How items map to memories:
   store's ``ttl={"default_ttl": ..., "refresh_on_read": ...}`` set the memory's ``expires_at``;
   an item past it is not found at once, and the forgetting pass retires it (``expired``). A get
   or search with ``refresh_ttl`` (the store's ``refresh_on_read`` by default) moves the
-  ``expires_at`` of the items it returns to now + their TTL. An item put without a TTL keeps
-  the extension's retention (``expires_at`` from the retention settings); a ``protected=True``
-  store never expires its items, so it refuses a TTL (``ValueError``).
+  ``expires_at`` of the items it returns to now + their TTL. In an ``evictable=True`` store, an
+  item put without a TTL keeps the extension's retention (``expires_at`` from the retention
+  settings); a ``protected=True`` store never expires its items, so it refuses a TTL
+  (``ValueError``).
 * Values are kept as PostgreSQL ``jsonb``, which holds no NaN or infinite number and no NUL
   character: a put with one raises ``ValueError`` saying so (LangGraph's own PostgresStore fails
   on them too, with a database error). A filter may hold them, as in LangGraph's stores: a value
@@ -61,7 +62,6 @@ from psycopg import sql
 from langgraph.store.base import (
     BaseStore,
     GetOp,
-    InvalidNamespaceError,
     Item,
     ListNamespacesOp,
     MatchCondition,
@@ -242,10 +242,8 @@ class AgentMemoryStore(BaseStore):
     # --- mapping -------------------------------------------------------------------------------
 
     def _user_of(self, namespace: Sequence[str]) -> str:
-        # As LangGraph's own check: labels are non-empty strings without a period (the stored
-        # subject joins them with periods, and a prefix search matches on it).
-        if any(not isinstance(label, str) or not label or "." in label for label in namespace):
-            raise InvalidNamespaceError(f"namespace labels must be non-empty strings without periods: {namespace!r}")
+        # The labels were checked by `batch` (LangGraph's `validate_op_namespace`: non-empty
+        # strings without a period, which the stored subject joins them with).
         if len(namespace) <= self.user_label:
             raise ValueError(f"the namespace {tuple(namespace)!r} has no user label at position {self.user_label}")
         user = namespace[self.user_label]
@@ -343,20 +341,17 @@ class AgentMemoryStore(BaseStore):
         return self._vector_schema
 
     def _search(self, cur: psycopg.Cursor[Any], op: SearchOp, user: str | None) -> list[SearchItem]:
-        if any(not isinstance(label, str) or not label or "." in label for label in op.namespace_prefix):
-            raise InvalidNamespaceError(f"namespace labels must be non-empty strings without periods: {op.namespace_prefix!r}")
         subject = _subject(op.namespace_prefix)
-        if user is None:
-            # Every user's items the connection's role may see (row-level security decides: an
-            # admin every user, an application role the user its connection names, if any).
-            conditions = ["m.subject LIKE %s", "m.source = 'langgraph'", _LIVE]
-            params: list[Any] = [_like_escape(subject) + ("%" if not op.namespace_prefix else ".%")]
-            if op.namespace_prefix:
-                conditions[0] = "(m.subject = %s OR m.subject LIKE %s)"
-                params = [subject, _like_escape(subject) + ".%"]
+        # Without a user, every user's items the connection's role may see (row-level security
+        # decides: an admin every user, an application role the user its connection names, if any).
+        conditions, params = (["m.source = 'langgraph'"], []) if user is None else (["m.user_id = %s"], [user])
+        if op.namespace_prefix:
+            conditions.append("(m.subject = %s OR m.subject LIKE %s)")
+            params += [subject, _like_escape(subject) + ".%"]
         else:
-            conditions = ["m.user_id = %s", "(m.subject = %s OR m.subject LIKE %s)", _LIVE]
-            params = [user, subject, _like_escape(subject) + ".%"]
+            conditions.append("m.subject LIKE %s")
+            params.append(_like_escape(subject) + "%")
+        conditions.append(_LIVE)
         if op.filter:
             _filter_sql(op.filter, [], conditions, params)
         where = " AND ".join(conditions)
