@@ -115,7 +115,7 @@ COMMENT ON COLUMN agent_memory.memories.predicate IS 'Structured key of a fact: 
 COMMENT ON COLUMN agent_memory.memories.object IS 'Structured key of a fact: the value (NULL for free text).';
 COMMENT ON COLUMN agent_memory.memories.content IS 'The memory as text, as it is given to the model.';
 COMMENT ON COLUMN agent_memory.memories.emb IS 'Embedding of content (pgvector); its dimension is that of embedding_model. NULL while the background worker has yet to embed it (agent_memory.embed_async): keyword recall finds it meanwhile.';
-COMMENT ON COLUMN agent_memory.memories.embedding_model IS 'Model that made emb; a query only meets memories of its own model.';
+COMMENT ON COLUMN agent_memory.memories.embedding_model IS 'Model that made emb; a query only meets memories of its own model. ''none'': a memory stored only, with no embedding, which recall never returns.';
 COMMENT ON COLUMN agent_memory.memories.importance IS 'Importance in [0, 1]; recall multiplies the score by 0.8 + 0.4 × importance. Left NULL on insert: the importance rule (memory_importance).';
 COMMENT ON COLUMN agent_memory.memories.protected IS 'Hard fact (identity, time zone, language, taboo): never expired or evicted.';
 COMMENT ON COLUMN agent_memory.memories.source IS 'Where the memory came from (free text: a tool, a conversation, an import).';
@@ -139,7 +139,7 @@ COMMENT ON COLUMN agent_memory.memories.object_key IS 'For a fact of a many-valu
 -- hit_count are in no index, so recall's refresh of them is a HOT update.
 CREATE INDEX memories_user_model_active ON agent_memory.memories (user_id, embedding_model, id) WHERE active;
 -- (0.7.0) The memories the background worker has yet to embed (agent_memory.embed_async).
-CREATE INDEX memories_unembedded ON agent_memory.memories (id) WHERE emb IS NULL;
+CREATE INDEX memories_unembedded ON agent_memory.memories (id) WHERE emb IS NULL AND embedding_model <> 'none';
 -- One active fact per (user, subject, predicate) for a single-valued predicate, and per
 -- (user, subject, predicate, value) for a many-valued one, whatever the concurrency; also the
 -- exact lookup of reconciliation.
@@ -466,6 +466,14 @@ BEGIN
                       HINT = 'Store less in metadata, or ask an administrator to raise agent_memory.max_metadata_bytes.';
         END IF;
     END IF;
+    -- (0.13.0) A memory of the model 'none' is stored only: it has no embedding, and recall, the
+    -- embedding worker, the packs and consolidation's merging and summaries pass it by (the
+    -- LangGraph store's items put with index=False). It is found by its id, key or metadata.
+    IF NEW.embedding_model = 'none' AND NEW.emb IS NOT NULL THEN
+        RAISE EXCEPTION 'a memory of embedding model "none" has no embedding'
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Leave emb NULL to store a memory that is not recalled, or set embedding_model to the model that made the embedding.';
+    END IF;
     -- (0.12.0) New content with the old embedding, of a model the server embeds with (a plain
     -- UPDATE ... SET content): the embedding is made again from the new content, as
     -- memory_update does. A model whose vectors come from outside keeps the one it was given.
@@ -474,7 +482,7 @@ BEGIN
        AND EXISTS (SELECT 1 FROM agent_memory.embedding_models m WHERE m.name = NEW.embedding_model AND m.folder IS NOT NULL) THEN
         NEW.emb := NULL;
     END IF;
-    IF NEW.emb IS NULL AND NEW.content IS NOT NULL THEN
+    IF NEW.emb IS NULL AND NEW.content IS NOT NULL AND NEW.embedding_model IS DISTINCT FROM 'none' THEN
         IF NEW.embedding_model IS NULL
            OR (NEW.embedding_model = coalesce(nullif(current_setting('agent_memory.default_model', true), ''), 'default')
                AND NOT EXISTS (SELECT 1 FROM agent_memory.embedding_models m

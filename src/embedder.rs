@@ -58,12 +58,12 @@ const MODEL_ROW: &str = "SELECT dimensions, folder, pooling, max_tokens FROM age
 
 /// The model a text call uses: the one it names, else `agent_memory.text_model`.
 pub fn text_model(named: Option<&str>) -> Result<String> {
-    match named {
-        Some(m) if m.trim().is_empty() => Err(MemoryError::invalid_parameter("model must not be empty")
-            .hint("Name an embedding model with a folder in agent_memory.embedding_models, or pass NULL for agent_memory.text_model.")),
-        Some(m) => Ok(m.to_string()),
-        None => Ok(gucs::text_model()),
-    }
+    crate::catalog::call_model(
+        named,
+        gucs::text_model,
+        "agent_memory.text_model",
+        "Name an embedding model with a folder in agent_memory.embedding_models, or pass NULL for agent_memory.text_model.",
+    )
 }
 
 /// The folder of the models' folders.

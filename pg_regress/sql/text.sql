@@ -174,3 +174,20 @@ SELECT agent_memory.memory_update(:kid, :kv, content => 'Rides a green bicycle')
 SELECT round((1 - (emb <=> agent_memory.memory_embed('Rides a green bicycle')))::numeric, 4) AS cosine_to_new_content
   FROM agent_memory.memories WHERE id = :kid;
 SELECT memories AS erased FROM agent_memory.memory_erase('update-user');
+
+-- (0.13.0) A memory of the model 'none' is stored only: no embedding, and no recall returns it
+-- (neither the vector channel nor the keyword channel, which reads every other model).
+INSERT INTO agent_memory.memories (user_id, content, embedding_model) VALUES ('stored-user', 'The violet kite is in the attic', 'none');
+INSERT INTO agent_memory.memories (user_id, content) VALUES ('stored-user', 'The violet kite has a torn tail');
+SELECT content, emb IS NULL AS no_embedding, embedding_model FROM agent_memory.memories WHERE user_id = 'stored-user' ORDER BY id;
+SELECT content FROM agent_memory.memory_recall('stored-user', 'violet kite attic', 5);
+SELECT content FROM agent_memory.memory_recall('stored-user', NULL, 5, query_text => 'violet kite attic');
+\set VERBOSITY sqlstate
+UPDATE agent_memory.memories SET emb = agent_memory.memory_embed(content) WHERE user_id = 'stored-user' AND embedding_model = 'none';
+SELECT * FROM agent_memory.memory_recall('stored-user', 'violet kite', 5, model => 'none');
+SELECT agent_memory.memory_embed('violet kite', model => 'none');
+\set VERBOSITY default
+-- Embedded once it names a model that embeds.
+UPDATE agent_memory.memories SET embedding_model = 'all-MiniLM-L6-v2' WHERE user_id = 'stored-user' AND embedding_model = 'none';
+SELECT content FROM agent_memory.memory_recall('stored-user', 'violet kite attic', 1);
+SELECT memories AS erased FROM agent_memory.memory_erase('stored-user');

@@ -373,3 +373,56 @@ def test_several_indexed_texts_score_by_the_best_as_in_the_in_memory_store(dsn: 
         # A later put with one text scores by the memory's own embedding again.
         ours.put(ns, "a", {"title": "a single title"})
         assert ours.search(ns, query="zzz", limit=10)[-1].key in {"a", "c"}
+
+
+def test_an_item_put_with_index_false_has_no_embedding_and_no_recall_finds_it(store: AgentMemoryStore, user: str,
+                                                                              admin: psycopg.Connection):
+    ns = (user, "notes")
+    store.put(ns, "plain", {"text": "the quartz lamp stands in the hallway"}, index=False)
+    store.put(ns, "found", {"text": "the quartz lamp is broken"})
+    store.put(ns, "nofield", {"other": "quartz lamp"}, index=["text"])
+    rows = {r[0]: r[1:] for r in admin.execute("SELECT predicate, emb IS NULL, embedding_model FROM agent_memory.memories "
+                                                "WHERE user_id = %s AND active", [user]).fetchall()}
+    assert rows["langgraph:plain"] == (True, "none") and rows["langgraph:nofield"] == (True, "none")
+    assert rows["langgraph:found"] == (False, "all-MiniLM-L6-v2")
+    # Not by the store's search (no score, after the scored one), nor by recall of any channel.
+    assert [(i.key, i.score is None) for i in store.search(ns, query="quartz lamp")][0] == ("found", False)
+    assert {i.key for i in store.search(ns, query="quartz lamp") if i.score is None} == {"plain", "nofield"}
+    for call in ("SELECT m.id FROM agent_memory.memory_recall(%s, 'quartz lamp hallway', 10) m",
+                 "SELECT m.id FROM agent_memory.memory_recall(%s, NULL::vector, 10, query_text => 'quartz lamp hallway') m"):
+        ids = {r[0] for r in admin.execute(call, [user]).fetchall()}
+        contents = {r[0] for r in admin.execute("SELECT predicate FROM agent_memory.memories WHERE id = ANY (%s)",
+                                                [list(ids)]).fetchall()}
+        assert contents == {"langgraph:found"}, call
+    # The worker's queue and the packs pass it by; a get still finds it.
+    assert store.get(ns, "plain").value == {"text": "the quartz lamp stands in the hallway"}
+    # Indexed again: embedded and found; unindexed again: its embedding goes.
+    store.put(ns, "plain", {"text": "the quartz lamp stands in the hallway"})
+    assert admin.execute("SELECT embedding_model, emb IS NOT NULL FROM agent_memory.memories WHERE user_id = %s "
+                         "AND predicate = 'langgraph:plain' AND active", [user]).fetchone() == ("all-MiniLM-L6-v2", True)
+    assert any(i.key == "plain" and i.score is not None for i in store.search(ns, query="quartz lamp"))
+    store.put(ns, "plain", {"text": "the quartz lamp stands in the hallway"}, index=False)
+    assert admin.execute("SELECT embedding_model, emb IS NULL FROM agent_memory.memories WHERE user_id = %s "
+                         "AND predicate = 'langgraph:plain' AND active", [user]).fetchone() == ("none", True)
+    # The extension refuses an embedding for it, and "none" as a call's model.
+    with pytest.raises(psycopg.errors.InvalidParameterValue):
+        admin.execute("UPDATE agent_memory.memories SET emb = agent_memory.memory_embed('x') WHERE user_id = %s "
+                      "AND predicate = 'langgraph:plain' AND active", [user])
+    for call in ("SELECT * FROM agent_memory.memory_recall(%s, 'quartz', 5, model => 'none')",
+                 "SELECT agent_memory.memory_embed('quartz', model => 'none') WHERE %s::text IS NOT NULL"):
+        with pytest.raises(psycopg.errors.InvalidParameterValue, match="none"):
+            admin.execute(call, [user])
+
+
+def test_an_episode_past_its_ttl_stays_gone_after_the_forgetting_pass(store: AgentMemoryStore, user: str,
+                                                                      admin: psycopg.Connection):
+    # The forgetting pass moves an episode past its retention to the archive; an item past its
+    # TTL must not come back from there.
+    ns = (user, "episodic", "log")
+    store.put(ns, "e", {"text": "an episode with a short ttl"}, ttl=1 / 60)
+    time.sleep(1.5)
+    assert store.get(ns, "e") is None
+    admin.execute("SELECT * FROM agent_memory.memory_forget()")
+    assert store.get(ns, "e") is None and store.search(ns) == []
+    assert admin.execute("SELECT active, retired_reason FROM agent_memory.memories WHERE user_id = %s "
+                         "AND predicate = 'langgraph:e'", [user]).fetchone() == (False, "expired")

@@ -57,7 +57,7 @@ WITH x AS (SELECT * FROM unnest($1::bigint[], $2::bigint[]) AS x(id, keeper)), \
 SELECT (SELECT count(*) FROM r), (SELECT count(*) FROM u)";
 
 const USERS_AND_MODELS: &str = "\
-SELECT DISTINCT m.user_id, m.embedding_model FROM agent_memory.memories m WHERE m.active ORDER BY 1, 2";
+SELECT DISTINCT m.user_id, m.embedding_model FROM agent_memory.memories m WHERE m.active AND m.embedding_model <> 'none' ORDER BY 1, 2";
 
 /// Old live (not archived) episodic memories per user, model and subject (a topic), or per day
 /// (standing for a session) when they have no subject: ids oldest first.
@@ -65,6 +65,7 @@ const SUMMARY_GROUPS: &str = "\
 SELECT array_agg(m.id ORDER BY m.created_at, m.id) \
   FROM agent_memory.memories m \
  WHERE m.active AND m.kind = 'episodic' AND m.archived_at IS NULL AND m.created_at < now() - make_interval(mins => $1) \
+   AND m.embedding_model <> 'none' \
  GROUP BY m.user_id, m.embedding_model, m.subject, CASE WHEN m.subject IS NULL THEN date_trunc('day', m.created_at) END \
 HAVING count(*) >= $2";
 

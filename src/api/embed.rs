@@ -110,7 +110,7 @@ fn embed_later(model: Option<&str>) -> bool {
 /// another transaction holds (an erasure, a write, another pass).
 // (Only the start of a long content is read: the model reads no more, agent_memory_embed::readable_part.)
 const PENDING: &str = "SELECT m.id, m.user_id, m.embedding_model, left(m.content, 65536) FROM agent_memory.memories m \
-      WHERE m.emb IS NULL AND m.id > $1 AND m.id <> ALL ($3::bigint[]) ORDER BY m.id LIMIT $2 FOR NO KEY UPDATE SKIP LOCKED";
+      WHERE m.emb IS NULL AND m.embedding_model <> 'none' AND m.id > $1 AND m.id <> ALL ($3::bigint[]) ORDER BY m.id LIMIT $2 FOR NO KEY UPDATE SKIP LOCKED";
 const STORE: &str = "UPDATE agent_memory.memories m SET emb = x.emb \
       FROM unnest($1::bigint[], $2, $3::text[]) AS x(id, emb, user_id) \
      WHERE m.user_id = x.user_id AND m.id = x.id AND m.emb IS NULL RETURNING 1";

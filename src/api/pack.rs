@@ -269,7 +269,7 @@ pub fn build(client: &mut SpiClient<'_>, t: &TableSet, user: &str, model: &str) 
 
 const USER_MODELS: &str = "\
 SELECT DISTINCT m.embedding_model FROM agent_memory.memories m \
- WHERE m.user_id = $1 AND m.active AND ($2::text IS NULL OR m.embedding_model = $2) ORDER BY 1";
+ WHERE m.user_id = $1 AND m.active AND m.embedding_model <> 'none' AND ($2::text IS NULL OR m.embedding_model = $2) ORDER BY 1";
 
 /// The (user, model) pairs whose packs are missing or out of date: at least `$1` active
 /// memories, and no pack, or at least a sixteenth (and 32) of them not covered by the packs
@@ -281,7 +281,7 @@ WITH p AS (SELECT user_id, embedding_model, memories AS packed, last_id AS last 
      a AS (SELECT m.user_id, m.embedding_model, count(*) AS n, count(*) FILTER (WHERE m.id > p.last) AS newer, \
                   max(p.packed) AS packed \
              FROM agent_memory.memories m LEFT JOIN p ON p.user_id = m.user_id AND p.embedding_model = m.embedding_model \
-            WHERE m.active GROUP BY 1, 2) \
+            WHERE m.active AND m.embedding_model <> 'none' GROUP BY 1, 2) \
 SELECT a.user_id, a.embedding_model FROM a LEFT JOIN s ON s.user_id = a.user_id AND s.embedding_model = a.embedding_model \
  WHERE (a.packed IS NULL AND a.n >= $1) \
     OR (a.packed IS NOT NULL AND a.newer + coalesce(s.stale, 0) + greatest(a.packed - (a.n - a.newer), 0) \

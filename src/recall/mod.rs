@@ -249,7 +249,7 @@ pub fn sees_user(client: &mut pgrx::spi::SpiClient<'_>, user: &str) -> Result<bo
 const SEES_EVERY_USER: &str = "SELECT agent_memory.sees_every_user()";
 
 /// The embedding models of a user's active memories (the call's own first), read through the
-/// recall index.
+/// recall index; not "none" (memories stored only, never recalled: catalog::UNRECALLED).
 // One probe of the index on (user_id, embedding_model) per model, not a read of every entry.
 const USER_MODELS: &str = "WITH RECURSIVE m(model) AS ( \
          (SELECT embedding_model FROM agent_memory.memories WHERE user_id = $1 AND active ORDER BY embedding_model LIMIT 1) \
@@ -257,7 +257,7 @@ const USER_MODELS: &str = "WITH RECURSIVE m(model) AS ( \
          SELECT (SELECT n.embedding_model FROM agent_memory.memories n \
                   WHERE n.user_id = $1 AND n.active AND n.embedding_model > m.model ORDER BY n.embedding_model LIMIT 1) \
            FROM m WHERE m.model IS NOT NULL) \
-     SELECT array_agg(model ORDER BY model <> $2, model) FROM m WHERE model IS NOT NULL";
+     SELECT array_agg(model ORDER BY model <> $2, model) FROM m WHERE model IS NOT NULL AND model <> 'none'";
 
 /// The models the user has active memories of, `model` first when it is one of them.
 pub fn user_models(client: &mut pgrx::spi::SpiClient<'_>, user: &str, model: &str) -> Result<Vec<String>> {
@@ -441,12 +441,12 @@ pub fn check_k(k: Option<i32>) -> Result<usize> {
 
 /// The embedding model of a call: the one named, else `agent_memory.default_model`.
 pub fn resolve_model(model: Option<&str>) -> Result<String> {
-    match model {
-        Some(m) if m.trim().is_empty() => Err(MemoryError::invalid_parameter("model must not be empty")
-            .hint("Name the embedding model that made the query vector, or pass NULL for agent_memory.default_model.")),
-        Some(m) => Ok(m.to_string()),
-        None => Ok(gucs::default_model()),
-    }
+    crate::catalog::call_model(
+        model,
+        gucs::default_model,
+        "agent_memory.default_model",
+        "Name the embedding model that made the query vector, or pass NULL for agent_memory.default_model.",
+    )
 }
 
 /// Which channels a call ranks with.

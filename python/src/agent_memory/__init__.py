@@ -10,4 +10,4 @@ from .types import ContextItem, Erasure, HistoryEntry, Recalled, Remembered
 
 __all__ = ["AgentMemoryError", "AsyncMemory", "ContextItem", "Erasure", "HistoryEntry", "Memory", "Recalled",
            "Remembered"]
-__version__ = "0.9.0"
+__version__ = "0.10.0"

@@ -86,30 +86,47 @@ PREFIX = "langgraph:"
 _LIVE = "m.active AND (m.expires_at IS NULL OR m.expires_at > now()) AND (m.valid_until IS NULL OR m.valid_until > now())"
 _ITEM = "m.metadata -> 'langgraph' AS lg, m.created_at, m.id"
 
+# The model of an indexed item: the column's default (agent_memory.default_model, which the write
+# trigger embeds with agent_memory.text_model unless the server has its files).
+_MODEL = "coalesce(nullif(pg_catalog.current_setting('agent_memory.default_model', true), ''), 'default')"
+
+# An item's TTL ends it at its deadline, kept in expires_at and valid_until both: the forgetting
+# pass moves an episode past its expires_at to the archive (clearing expires_at, so the item would
+# be found again), and retires any memory past its valid_until, as an item past its TTL should be.
+_DEADLINE = "CASE WHEN %(ttl)s::float8 IS NOT NULL THEN now() + pg_catalog.make_interval(secs => %(ttl)s::float8 * 60) END"
+
 _UPDATE = f"""
 UPDATE agent_memory.memories m
    SET content = %(content)s, emb = NULL, kind = %(kind)s, protected = %(protected)s,
-       expires_at = CASE WHEN %(ttl)s::float8 IS NOT NULL THEN now() + pg_catalog.make_interval(secs => %(ttl)s::float8 * 60)
+       -- An item put with index=False is stored only (the model 'none': no embedding, never
+       -- recalled); one indexed again takes the default model, which the server embeds with.
+       embedding_model = CASE WHEN NOT %(indexed)s THEN 'none' WHEN m.embedding_model = 'none' THEN {_MODEL}
+                              ELSE m.embedding_model END,
+       expires_at = CASE WHEN %(ttl)s::float8 IS NOT NULL THEN {_DEADLINE}
                          -- An item that had a TTL and is put without one: the retention again.
                          WHEN m.metadata -> 'langgraph' ? 'ttl'
                          THEN now() + agent_memory.memory_retention(%(kind)s, m.importance, %(protected)s)
                          ELSE m.expires_at END,
+       valid_until = {_DEADLINE},
        metadata = pg_catalog.jsonb_set(m.metadata, '{{langgraph}}',
                                        %(lg)s::jsonb || pg_catalog.jsonb_build_object('updated_at', now()))
  WHERE m.user_id = %(user)s AND m.subject = %(subject)s AND m.predicate = %(predicate)s AND m.active
 RETURNING m.id
 """
-_INSERT = """
-INSERT INTO agent_memory.memories (user_id, kind, subject, predicate, content, protected, source, expires_at, metadata)
-VALUES (%(user)s, %(kind)s, %(subject)s, %(predicate)s, %(content)s, %(protected)s, 'langgraph',
-        CASE WHEN %(ttl)s::float8 IS NOT NULL THEN now() + pg_catalog.make_interval(secs => %(ttl)s::float8 * 60) END,
+_INSERT = f"""
+INSERT INTO agent_memory.memories (user_id, kind, subject, predicate, content, embedding_model, protected, source,
+                                   expires_at, valid_until, metadata)
+VALUES (%(user)s, %(kind)s, %(subject)s, %(predicate)s, %(content)s, CASE WHEN %(indexed)s THEN {_MODEL} ELSE 'none' END,
+        %(protected)s, 'langgraph',
+        {_DEADLINE}, {_DEADLINE},
         pg_catalog.jsonb_build_object('langgraph', %(lg)s::jsonb || pg_catalog.jsonb_build_object('updated_at', now())))
 """
 # The items returned by a read whose TTL is refreshed: now + their TTL (minutes, kept beside the
 # value), for those put with one.
 _REFRESH = """
 UPDATE agent_memory.memories m
-   SET expires_at = now() + pg_catalog.make_interval(secs => (m.metadata -> 'langgraph' ->> 'ttl')::float8 * 60)
+   SET expires_at = now() + pg_catalog.make_interval(secs => (m.metadata -> 'langgraph' ->> 'ttl')::float8 * 60),
+       valid_until = now() + pg_catalog.make_interval(secs => (m.metadata -> 'langgraph' ->> 'ttl')::float8 * 60)
  WHERE m.user_id = %s AND m.id = ANY (%s) AND m.active AND (m.metadata -> 'langgraph' ->> 'ttl') IS NOT NULL
 """
 _DELETE = """
@@ -316,7 +333,10 @@ class AgentMemoryStore(BaseStore):
         # An item without a TTL stays until deleted (a protected memory), unless the store lets
         # the forgetting pass have it; one with a TTL expires then.
         protected = self.protected or (not self.evictable and op.ttl is None)
+        # An item with no text to index (put with index=False, or without the fields) is stored
+        # only: no embedding, never recalled.
         args.update(kind=self._kind_of(op.namespace), protected=protected, content=content, lg=Jsonb(lg),
+                    indexed=bool(texts),
                     ttl=None if op.ttl is None else float(op.ttl))
         cur.execute(_UPDATE, args)
         if cur.rowcount == 0:
