@@ -5,7 +5,9 @@
 --     index=False); the write trigger refuses an embedding for it (22023), and the calls refuse it
 --     as their model (memory_recall's model, memory_embed's, agent_memory.default_model and
 --     text_model: 22023);
---   * the embedding worker's index of rows to embed (memories_unembedded) leaves them out.
+--   * the embedding worker's index of rows to embed (memories_unembedded) leaves them out;
+--   * the deadline index (memories_deadline) holds protected memories with a valid_until too;
+--   * consolidation merges near-duplicate facts of one subject only (the library's change).
 -- Run by ALTER EXTENSION agent_memory UPDATE; every memory is kept. tests/upgrade.sh checks that a
 -- database updated from 0.1.0 (through each version) has the same catalog as a fresh install.
 
@@ -22,6 +24,12 @@ BEGIN
 END
 $do$;
 DELETE FROM agent_memory.embedding_models WHERE name = 'none' AND folder IS NULL;
+
+-- The deadline index holds protected memories with a valid_until too: the LangGraph store's
+-- items past their TTL (protected, their deadline in valid_until) are found by it when swept.
+DROP INDEX agent_memory.memories_deadline;
+CREATE INDEX memories_deadline ON agent_memory.memories (least(expires_at, valid_until))
+    WHERE active AND (expires_at IS NOT NULL OR valid_until IS NOT NULL);
 
 DROP INDEX agent_memory.memories_unembedded;
 -- (0.7.0) The memories the background worker has yet to embed (agent_memory.embed_async).

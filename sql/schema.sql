@@ -155,9 +155,11 @@ CREATE INDEX memories_user_content_hash ON agent_memory.memories (user_id, md5(c
 CREATE INDEX memories_superseded_by ON agent_memory.memories (superseded_by) WHERE superseded_by IS NOT NULL;
 CREATE INDEX memories_source_turn ON agent_memory.memories (source_turn_id) WHERE source_turn_id IS NOT NULL;
 -- Forgetting finds what has expired, and what has been retired longer than the regret window,
--- without reading the live rows.
+-- without reading the live rows. (0.13.0) Protected memories with a valid_until are in it too,
+-- for the LangGraph store's sweep of items past their TTL (protected, their deadline in
+-- valid_until).
 CREATE INDEX memories_deadline ON agent_memory.memories (least(expires_at, valid_until))
-    WHERE active AND NOT protected AND (expires_at IS NOT NULL OR valid_until IS NOT NULL);
+    WHERE active AND (expires_at IS NOT NULL OR valid_until IS NOT NULL);
 CREATE INDEX memories_retired ON agent_memory.memories (retired_at) WHERE NOT active;
 -- Consolidation finds duplicate facts, and old episodes, without reading the whole table. (It
 -- never indexes hit_count or last_hit_at: a recall's touch stays a HOT update.)

@@ -141,3 +141,14 @@ SET ROLE regress_no_summarizer;
 SET agent_memory.summarizer = 'public.anything';
 RESET ROLE;
 DROP ROLE regress_no_summarizer;
+
+-- (0.13.0) Near-duplicates merge only within one subject: the same predicate said of two
+-- subjects is two facts (their object is NULL here, so the exact duplicate pass leaves them);
+-- free text without a predicate still merges.
+INSERT INTO agent_memory.memories (user_id, subject, predicate, content, emb, embedding_model)
+VALUES ('dee', 'home', 'plant', 'The fern needs water on Mondays', '[0,0,0,1,0,0,0,0,0,0,0.01]', 'c6'),
+       ('dee', 'office', 'plant', 'The fern needs water on Mondays.', '[0,0,0,1,0,0,0,0,0,0,0.02]', 'c6'),
+       ('dee', NULL, NULL, 'Waters the fern on Mondays', '[0,0,0,0,1,0,0,0,0,0,0.01]', 'c6'),
+       ('dee', NULL, NULL, 'Waters the fern on Mondays.', '[0,0,0,0,1,0,0,0,0,0,0.02]', 'c6');
+SELECT step, rows FROM agent_memory.memory_consolidate() WHERE step = 'merge_similar';
+SELECT subject, content, active, retired_reason FROM agent_memory.memories WHERE user_id = 'dee' ORDER BY id;

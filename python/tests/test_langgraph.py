@@ -175,8 +175,8 @@ def test_ttls_expire_items_and_reads_refresh_them(dsn: str, store: AgentMemorySt
     time.sleep(1.5)
     assert store.get(ns, "short") is None
     assert [i.key for i in store.search(ns)] == ["kept"]
-    # The forgetting pass retires it as expired.
-    admin.execute("SELECT * FROM agent_memory.memory_forget()")
+    # The store's sweep retires it as expired.
+    assert store.sweep_ttl() >= 1
     reason = admin.execute("SELECT retired_reason FROM agent_memory.memories WHERE user_id = %s "
                            "AND predicate = 'langgraph:short'", [user]).fetchone()
     assert reason == ("expired",)
@@ -326,10 +326,43 @@ def test_items_stay_until_deleted_and_an_evictable_store_lets_them_go(dsn: str, 
     admin.execute("RESET agent_memory.capacity")
     assert all(store.get(kept, f"k{i}") is not None for i in range(6))
     assert all(store.get(loose, f"k{i}") is None for i in range(6))
-    # A TTL still ends an item of the default store (it is not protected while it has one).
+    # Items with a TTL stay until it passes: eviction does not take them before.
+    for i in range(3):
+        store.put(kept, f"t{i}", {"text": f"the attic's box number {i} holds letters"}, ttl=10)
+    admin.execute("SET agent_memory.capacity = 3")
+    admin.execute("SELECT * FROM agent_memory.memory_forget()")
+    admin.execute("RESET agent_memory.capacity")
+    assert all(store.get(kept, f"t{i}") is not None for i in range(3))
+    # A TTL still ends an item of the default store, and the forgetting pass retires it then.
     store.put(kept, "brief", {"text": "a note for one second"}, ttl=1 / 60)
     time.sleep(1.5)
     assert store.get(kept, "brief") is None
+    # The forgetting pass leaves a protected memory; the store's sweep retires it.
+    admin.execute("SELECT * FROM agent_memory.memory_forget()")
+    assert admin.execute("SELECT active FROM agent_memory.memories WHERE user_id = %s "
+                         "AND predicate = 'langgraph:brief'", [user]).fetchone() == (True,)
+    assert store.sweep_ttl() >= 1
+    assert admin.execute("SELECT active, retired_reason FROM agent_memory.memories WHERE user_id = %s "
+                         "AND predicate = 'langgraph:brief'", [user]).fetchone() == (False, "expired")
+    assert all(store.get(kept, f"t{i}") is not None for i in range(3))
+    # The next put for a user sweeps that user's items once the interval has passed, and the
+    # sweeper thread sweeps every user.
+    with AgentMemoryStore(dsn, ttl={"sweep_interval_minutes": 1 / 60}) as s:
+        s.put(kept, "brief2", {"text": "another note for one second"}, ttl=1 / 60)
+        time.sleep(1.5)
+        s.put(kept, "other", {"text": "a put that sweeps"})
+        assert admin.execute("SELECT active FROM agent_memory.memories WHERE user_id = %s "
+                             "AND predicate = 'langgraph:brief2'", [user]).fetchone() == (False,)
+        s.put(kept, "brief3", {"text": "a third note for one second"}, ttl=1 / 60)
+        s.start_ttl_sweeper()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and admin.execute(
+                "SELECT active FROM agent_memory.memories WHERE user_id = %s AND predicate = 'langgraph:brief3' "
+                "AND retired_at IS NULL", [user]).fetchone() is not None:
+            time.sleep(0.5)
+        assert s.stop_ttl_sweeper(timeout=10)
+        assert admin.execute("SELECT active, retired_reason FROM agent_memory.memories WHERE user_id = %s "
+                             "AND predicate = 'langgraph:brief3'", [user]).fetchone() == (False, "expired")
     # Putting it again without a TTL makes it stay again.
     store.put(kept, "brief", {"text": "a note that stays"})
     assert admin.execute("SELECT protected, expires_at FROM agent_memory.memories WHERE user_id = %s "
@@ -414,7 +447,7 @@ def test_an_item_put_with_index_false_has_no_embedding_and_no_recall_finds_it(st
             admin.execute(call, [user])
 
 
-def test_an_episode_past_its_ttl_stays_gone_after_the_forgetting_pass(store: AgentMemoryStore, user: str,
+def test_an_episode_past_its_ttl_stays_gone_after_the_forgetting_pass(dsn: str, store: AgentMemoryStore, user: str,
                                                                       admin: psycopg.Connection):
     # The forgetting pass moves an episode past its retention to the archive; an item past its
     # TTL must not come back from there.
@@ -424,5 +457,23 @@ def test_an_episode_past_its_ttl_stays_gone_after_the_forgetting_pass(store: Age
     assert store.get(ns, "e") is None
     admin.execute("SELECT * FROM agent_memory.memory_forget()")
     assert store.get(ns, "e") is None and store.search(ns) == []
+    store.sweep_ttl()
     assert admin.execute("SELECT active, retired_reason FROM agent_memory.memories WHERE user_id = %s "
                          "AND predicate = 'langgraph:e'", [user]).fetchone() == (False, "expired")
+    # In an evictable store the forgetting pass retires it (past its valid_until), not archives it.
+    with AgentMemoryStore(dsn, evictable=True) as s:
+        s.put(ns, "f", {"text": "an evictable episode with a short ttl"}, ttl=1 / 60)
+        time.sleep(1.5)
+        admin.execute("SELECT * FROM agent_memory.memory_forget()")
+        assert s.get(ns, "f") is None and s.search(ns) == []
+    assert admin.execute("SELECT active, retired_reason FROM agent_memory.memories WHERE user_id = %s "
+                         "AND predicate = 'langgraph:f'", [user]).fetchone() == (False, "expired")
+
+
+def test_consolidation_merges_no_items_of_two_namespaces(store: AgentMemoryStore, user: str, admin: psycopg.Connection):
+    # The same key under two namespaces, with near-identical texts: two items, which consolidation
+    # must not merge into one (merging compares facts of one subject).
+    store.put((user, "home"), "plant", {"text": "the fern needs water every Monday"})
+    store.put((user, "office"), "plant", {"text": "the fern needs water every Monday."})
+    admin.execute("SELECT * FROM agent_memory.memory_consolidate()")
+    assert store.get((user, "home"), "plant") is not None and store.get((user, "office"), "plant") is not None

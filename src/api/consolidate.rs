@@ -191,8 +191,10 @@ fn similar_pairs(user: &str, model: &str, threshold: f64, skip: &HashSet<i64>, s
     let kinds = ["semantic".to_string()];
     // Rows are clustered within groups that may merge: the same polarity (a statement never
     // merges with its contradiction), and the same predicate and value (facts of different
-    // predicates, or different values of a many-valued one, are different facts).
-    type Group = (bool, Option<String>, Option<String>);
+    // predicates, or different values of a many-valued one, are different facts); a fact's
+    // subject too (the same predicate of two subjects, or of two LangGraph namespaces, are two
+    // facts).
+    type Group = (bool, Option<String>, Option<String>, Option<String>);
     /// (created_at, id, offset of its embedding) of each memory of a group.
     type GroupRows = Vec<(i64, i64, usize)>;
     let mut groups: HashMap<Group, GroupRows> = HashMap::new();
@@ -217,7 +219,8 @@ fn similar_pairs(user: &str, model: &str, threshold: f64, skip: &HashSet<i64>, s
                 c.predicate().map(|p| p.into_owned()),
                 c.object_key().map(|v| v.into_owned()),
             );
-            groups.entry((negated, predicate, value)).or_default().push((c.created, c.id, flat.len()));
+            let subject = predicate.as_ref().and_then(|_| c.subject_string());
+            groups.entry((negated, subject, predicate, value)).or_default().push((c.created, c.id, flat.len()));
             emb.with_f32(&mut scratch, |x| flat.extend_from_slice(x));
             Ok(true)
         })

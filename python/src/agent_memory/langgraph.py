@@ -19,12 +19,11 @@ How items map to memories:
 * **Put** updates the memory in place (its version rises; the new content is embedded anew);
   **delete** retires it (reason ``deleted``; it stays until the forgetting pass's purge, and
   ``memory_erase`` removes it).
-* **Items stay** until they are deleted or their TTL passes, as in LangGraph's stores: an item put
-  without a TTL is a protected memory (never expired, evicted or merged by consolidation). An
-  item put with a TTL expires then; until then it is an ordinary memory, which a user above
-  ``agent_memory.capacity`` may lose to eviction first. ``evictable=True`` makes every item an
-  ordinary memory, which the forgetting pass retires by the retention settings (kept from round
-  to round by recall's hits); ``protected=True`` protects every item and refuses TTLs.
+* **Items stay** until they are deleted or their TTL passes, as in LangGraph's stores: an item is
+  a protected memory, never evicted, merged by consolidation or expired by the retention
+  settings; an item put with a TTL ends at its deadline (its ``valid_until``). ``evictable=True`` makes every item an ordinary memory, which the
+  forgetting pass retires by the retention settings (kept from round to round by recall's hits)
+  or by its TTL, whichever comes first; ``protected=True`` protects every item and refuses TTLs.
 * **Search** with a prefix shorter than the user label (``search(())``) searches every user the
   connection's role may see, as row-level security decides (an admin: every user; an application
   role: the user its connection names, if any). **Search** with ``query`` ranks the items under the namespace prefix that match ``filter`` by the
@@ -34,10 +33,14 @@ How items map to memories:
   order they were first written. ``filter`` takes values (equality, nested objects, lists) and the
   operators ``$eq``, ``$ne``, ``$gt``, ``$gte``, ``$lt``, ``$lte``.
 * **TTLs** as LangGraph defines them (``supports_ttl = True``): ``put(..., ttl=minutes)`` or the
-  store's ``ttl={"default_ttl": ..., "refresh_on_read": ...}`` set the memory's ``expires_at``;
-  an item past it is not found at once, and the forgetting pass retires it (``expired``). A get
-  or search with ``refresh_ttl`` (the store's ``refresh_on_read`` by default) moves the
-  ``expires_at`` of the items it returns to now + their TTL. In an ``evictable=True`` store, an
+  store's ``ttl={"default_ttl": ..., "refresh_on_read": ...}`` set the memory's ``valid_until``
+  (and ``expires_at`` in an ``evictable=True`` store); an item past it is not found at once, and
+  is retired (``expired``): by the store's next put for its user once ``sweep_interval_minutes``
+  (default 5) have passed since the user's last sweep, by ``sweep_ttl()`` or the thread of
+  ``start_ttl_sweeper()`` (as PostgresStore's), and in an ``evictable=True`` store by the
+  forgetting pass too. A get or search with ``refresh_ttl`` (the store's
+  ``refresh_on_read`` by default) moves the deadline of the items it returns to now + their
+  TTL. In an ``evictable=True`` store, an
   item put without a TTL keeps the extension's retention (``expires_at`` from the retention
   settings); a ``protected=True`` store never expires its items, so it refuses a TTL
   (``ValueError``).
@@ -51,7 +54,10 @@ How items map to memories:
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import math
+import threading
+import time
 
 from collections.abc import Iterable, Sequence
 from datetime import datetime
@@ -90,9 +96,10 @@ _ITEM = "m.metadata -> 'langgraph' AS lg, m.created_at, m.id"
 # trigger embeds with agent_memory.text_model unless the server has its files).
 _MODEL = "coalesce(nullif(pg_catalog.current_setting('agent_memory.default_model', true), ''), 'default')"
 
-# An item's TTL ends it at its deadline, kept in expires_at and valid_until both: the forgetting
-# pass moves an episode past its expires_at to the archive (clearing expires_at, so the item would
-# be found again), and retires any memory past its valid_until, as an item past its TTL should be.
+# An item's TTL ends it at its deadline, kept in valid_until (and in expires_at, which a protected
+# memory never has): the forgetting pass retires any memory past its valid_until, protected or
+# not, as an item past its TTL should be; an episode past its expires_at alone it would move to
+# the archive (clearing expires_at, so the item would be found again).
 _DEADLINE = "CASE WHEN %(ttl)s::float8 IS NOT NULL THEN now() + pg_catalog.make_interval(secs => %(ttl)s::float8 * 60) END"
 
 _UPDATE = f"""
@@ -128,6 +135,15 @@ UPDATE agent_memory.memories m
    SET expires_at = now() + pg_catalog.make_interval(secs => (m.metadata -> 'langgraph' ->> 'ttl')::float8 * 60),
        valid_until = now() + pg_catalog.make_interval(secs => (m.metadata -> 'langgraph' ->> 'ttl')::float8 * 60)
  WHERE m.user_id = %s AND m.id = ANY (%s) AND m.active AND (m.metadata -> 'langgraph' ->> 'ttl') IS NOT NULL
+"""
+# Items past their TTL, retired (reason 'expired'): an item of the default store is a protected
+# memory, which the forgetting pass never expires, so the store retires its own, as LangGraph's
+# PostgresStore sweeps its table. Found through the deadline index (memories_deadline).
+_SWEEP = """
+UPDATE agent_memory.memories m
+   SET active = false, protected = false, retired_reason = 'expired', retired_at = now()
+ WHERE m.active AND m.protected AND m.source = 'langgraph' AND m.metadata -> 'langgraph' ? 'ttl'
+   AND (m.expires_at IS NOT NULL OR m.valid_until IS NOT NULL) AND least(m.expires_at, m.valid_until) <= now()
 """
 _DELETE = """
 UPDATE agent_memory.memories m SET active = false, retired_reason = 'deleted', retired_at = now()
@@ -225,7 +241,8 @@ class AgentMemoryStore(BaseStore):
     ``AgentMemoryStore(dsn)`` opens a pool of its own; ``pool=`` shares one. ``index`` is
     LangGraph's index configuration: only its ``fields`` are used (the server embeds with its text
     model, ``agent_memory.text_model``). ``evictable=True`` lets the forgetting pass retire items
-    put without a TTL (by default they stay until deleted).
+    by the retention settings and the capacity (by default they stay until deleted or past their
+    TTL).
     """
 
     supports_ttl = True
@@ -252,6 +269,13 @@ class AgentMemoryStore(BaseStore):
         if ttl is not None and ttl.get("default_ttl") is not None and protected:
             raise ValueError("a protected store never expires its items: a default TTL needs protected=False")
         self.ttl_config = ttl
+        # Each user's items past their TTL are swept by the store's next put for that user once
+        # the interval has passed since its last sweep (sweep_ttl and start_ttl_sweeper sweep every
+        # user the connection's role may see).
+        self._sweep_every = 60 * float((ttl or {}).get("sweep_interval_minutes") or 5)
+        self._swept: dict[str, float] = {}
+        self._sweeper: threading.Thread | None = None
+        self._sweeper_stop = threading.Event()
         fields = (index or {}).get("fields") or ["$"]
         self._fields = [(f, tokenize_path(f) if f != "$" else f) for f in fields]
         self._vector_schema: str | None = None
@@ -330,9 +354,9 @@ class AgentMemoryStore(BaseStore):
             lg["texts"] = texts
         if op.ttl is not None:
             lg["ttl"] = float(op.ttl)
-        # An item without a TTL stays until deleted (a protected memory), unless the store lets
-        # the forgetting pass have it; one with a TTL expires then.
-        protected = self.protected or (not self.evictable and op.ttl is None)
+        # An item stays until deleted or past its TTL (a protected memory, which its valid_until
+        # still ends), unless the store lets the forgetting pass have it.
+        protected = self.protected or not self.evictable
         # An item with no text to index (put with index=False, or without the fields) is stored
         # only: no embedding, never recalled.
         args.update(kind=self._kind_of(op.namespace), protected=protected, content=content, lg=Jsonb(lg),
@@ -349,6 +373,60 @@ class AgentMemoryStore(BaseStore):
                 cur.execute(_UPDATE, args)
         if len(texts) > 1:
             cur.execute("SELECT count(*) FROM agent_memory.memory_embed(%s::text[])", [texts])
+        self._sweep_user(cur, user)
+
+    def _sweep_user(self, cur: psycopg.Cursor[Any], user: str) -> None:
+        now = time.monotonic()
+        if now - self._swept.get(user, -math.inf) < self._sweep_every:
+            return
+        if len(self._swept) >= 100_000:
+            self._swept.clear()
+        self._swept[user] = now
+        cur.execute(_SWEEP + " AND m.user_id = %s", [user])
+
+    def sweep_ttl(self) -> int:
+        """Retires the items past their TTL (reason ``expired``) of every user the connection's
+        role may see, as PostgresStore's ``sweep_ttl`` deletes them; returns how many."""
+        try:
+            with self.pool.connection() as conn, conn.cursor() as cur:
+                cur.execute(_SWEEP)
+                return cur.rowcount
+        except psycopg.Error as e:
+            raise AgentMemoryError.from_psycopg(e) from e
+
+    def start_ttl_sweeper(self, sweep_interval_minutes: int | None = None) -> concurrent.futures.Future[None]:
+        """Runs ``sweep_ttl`` every ``sweep_interval_minutes`` (else the TTL configuration's, else 5)
+        in a thread until ``stop_ttl_sweeper``, as PostgresStore does."""
+        future: concurrent.futures.Future[None] = concurrent.futures.Future()
+        if self._sweeper is not None and self._sweeper.is_alive():
+            future.add_done_callback(lambda f: self._sweeper_stop.set() if f.cancelled() else None)
+            return future
+        self._sweeper_stop.clear()
+        interval = 60 * float(sweep_interval_minutes or (self.ttl_config or {}).get("sweep_interval_minutes") or 5)
+
+        def loop() -> None:
+            while not self._sweeper_stop.wait(interval):
+                try:
+                    self.sweep_ttl()
+                except Exception:  # a failed sweep is tried again at the next interval
+                    pass
+            future.set_result(None)
+
+        self._sweeper = threading.Thread(target=loop, daemon=True, name="agent-memory-ttl-sweeper")
+        self._sweeper.start()
+        future.add_done_callback(lambda f: self._sweeper_stop.set() if f.cancelled() else None)
+        return future
+
+    def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
+        """Stops the sweeper thread; False if it was still running after ``timeout`` seconds."""
+        if self._sweeper is None or not self._sweeper.is_alive():
+            return True
+        self._sweeper_stop.set()
+        self._sweeper.join(timeout)
+        if self._sweeper.is_alive():
+            return False
+        self._sweeper = None
+        return True
 
     def _vectors(self, cur: psycopg.Cursor[Any]) -> str:
         if self._vector_schema is None:
@@ -471,6 +549,7 @@ class AgentMemoryStore(BaseStore):
         return await asyncio.to_thread(self.batch, list(ops))
 
     def close(self) -> None:
+        self.stop_ttl_sweeper()
         if self._owned:
             self.pool.close()
 
