@@ -165,6 +165,10 @@ static NEIGHBOUR_WINDOW: GucSetting<i32> = GucSetting::<i32>::new(600);
 /// `agent_memory.neighbour_reach`: how many memories on each side of a hit are its neighbours,
 /// each step further getting half the share (default 2; 0 turns neighbours off).
 static NEIGHBOUR_REACH: GucSetting<i32> = GucSetting::<i32>::new(2);
+/// `agent_memory.neighbour_length`: the length (characters) up to which a neighbour takes its
+/// whole share; a longer one takes it in proportion, `neighbour_length / its length` (default
+/// 400; 0: every neighbour the whole share).
+static NEIGHBOUR_LENGTH: GucSetting<i32> = GucSetting::<i32>::new(400);
 /// `agent_memory.hybrid_candidates`: candidates per channel fused by hybrid recall (default 50).
 static HYBRID_CANDIDATES: GucSetting<i32> = GucSetting::<i32>::new(50);
 /// `agent_memory.rrf_k`: the constant of reciprocal rank fusion, 1 / (rrf_k + rank) (default 60).
@@ -720,6 +724,16 @@ fn define_ranking_settings() {
         GucFlags::default(),
     );
     GucRegistry::define_int_guc(
+        c"agent_memory.neighbour_length",
+        c"The length in characters up to which a neighbour of a strong hybrid hit takes its whole share.",
+        c"A longer neighbour takes neighbour_length / its length of the share: a short line of a dialogue lacks the context said around it, a long answer carries its own. 0: every neighbour takes the whole share.",
+        &NEIGHBOUR_LENGTH,
+        0,
+        i32::MAX,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
         c"agent_memory.neighbour_window",
         c"How close in time a memory must have been said to a hybrid hit to be its neighbour.",
         c"",
@@ -859,6 +873,11 @@ pub fn neighbour_share() -> f64 {
 
 pub fn neighbour_reach() -> usize {
     NEIGHBOUR_REACH.get().max(0) as usize
+}
+
+/// The neighbour length in characters (0: no scaling).
+pub fn neighbour_length() -> usize {
+    NEIGHBOUR_LENGTH.get().max(0) as usize
 }
 
 /// The neighbour window in seconds.

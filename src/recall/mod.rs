@@ -124,13 +124,15 @@ const NEIGHBOUR_LOOK: usize = 8;
 /// The call's candidates in id order, where the neighbours of its hits are found: the rows it
 /// read (id and `created_at`) and, through packs, the user's index entries.
 struct Timeline<'a> {
-    read: Vec<(i64, i64)>,
+    /// (id, created_at, length in characters) of the candidates read.
+    read: Vec<(i64, i64, usize)>,
     entries: Option<&'a [(i64, pgrx::pg_sys::ItemPointerData)]>,
 }
 
-/// The `(hit, neighbour, distance)` of the best fused `hits`: the candidates of the call said
-/// just before and after each (up to `agent_memory.neighbour_reach` on each side, distance 1
-/// adjacent, in the order they were written), within `agent_memory.neighbour_window` of it.
+/// The `(hit, neighbour, distance, length)` of the best fused `hits`: the candidates of the call
+/// said just before and after each (up to `agent_memory.neighbour_reach` on each side, distance 1
+/// adjacent, in the order they were written), within `agent_memory.neighbour_window` of it, with
+/// the neighbour's length in characters.
 fn neighbours(
     user: &str,
     timeline: &Timeline<'_>,
@@ -138,7 +140,7 @@ fn neighbours(
     is_candidate: &dyn Fn(&crate::scan::Candidate) -> bool,
     now: i64,
     kinds: Option<&[String]>,
-) -> Result<Vec<(i64, i64, u32)>> {
+) -> Result<Vec<agent_memory_core::fusion::Neighbour>> {
     let reach = gucs::neighbour_reach();
     let window = gucs::neighbour_window().saturating_mul(1_000_000);
     let mut out = Vec::new();
@@ -148,21 +150,24 @@ fn neighbours(
             for &hit in hits {
                 let Ok(at) = read.binary_search_by_key(&hit, |r| r.0) else { continue };
                 let created = read[at].1;
-                let close = |r: &(i64, i64)| (r.1 - created).abs() <= window;
+                let close = |r: &(i64, i64, usize)| (r.1 - created).abs() <= window;
                 for (d, r) in read[..at].iter().rev().take(reach).enumerate().take_while(|(_, r)| close(r)) {
-                    out.push((hit, r.0, d as u32 + 1));
+                    out.push((hit, r.0, d as u32 + 1, r.2));
                 }
                 for (d, r) in read[at + 1..].iter().take(reach).enumerate().take_while(|(_, r)| close(r)) {
-                    out.push((hit, r.0, d as u32 + 1));
+                    out.push((hit, r.0, d as u32 + 1, r.2));
                 }
             }
         }
         Some(entries) => {
             let mut fetcher = crate::scan::Fetcher::new(user)?;
-            // The created_at of the candidate at an entry, or None when it is no candidate.
-            let mut created_at = |i: usize| -> Result<Option<i64>> {
+            // The created_at and length of the candidate at an entry, or None when it is no
+            // candidate.
+            let mut created_at = |i: usize| -> Result<Option<(i64, usize)>> {
                 let (id, tid) = entries[i];
-                Ok(fetcher.fetch(tid, kinds, now, |c| Ok((c.id == id && is_candidate(c)).then_some(c.created)))?.flatten())
+                Ok(fetcher
+                    .fetch(tid, kinds, now, |c| Ok((c.id == id && is_candidate(c)).then(|| (c.created, c.content().chars().count()))))?
+                    .flatten())
             };
             for &hit in hits {
                 let start = entries.partition_point(|e| e.0 < hit);
@@ -172,7 +177,7 @@ fn neighbours(
                 }
                 let mut created = None;
                 for i in start..end {
-                    if let Some(c) = created_at(i)? {
+                    if let Some((c, _)) = created_at(i)? {
                         created = Some(c);
                         break;
                     }
@@ -189,13 +194,13 @@ fn neighbours(
                             continue;
                         }
                         looked += 1;
-                        if let Some(c) = created_at(at)? {
+                        if let Some((c, length)) = created_at(at)? {
                             last = Some(e.0);
                             if (c - created).abs() > window {
                                 break;
                             }
                             found += 1;
-                            out.push((hit, e.0, found));
+                            out.push((hit, e.0, found, length));
                         }
                     }
                 }
@@ -742,7 +747,7 @@ fn recall_pass(
         // moment: the versions then are other rows).
         let with_neighbours =
             channels == Channels::Hybrid && gucs::neighbour_share() > 0.0 && gucs::neighbour_reach() > 0 && window.as_of.is_none();
-        let mut read_timeline: Vec<(i64, i64)> = Vec::new();
+        let mut read_timeline: Vec<(i64, i64, usize)> = Vec::new();
         let mut seen = 0usize;
         // Only a vector-only call of a large user may take the approximate path; the keyword
         // channel scores every candidate.
@@ -795,7 +800,7 @@ fn recall_pass(
             }
             seen += 1;
             if with_neighbours {
-                read_timeline.push((c.id, c.created));
+                read_timeline.push((c.id, c.created, c.content().chars().count()));
             }
             if exact_limit != usize::MAX && seen == CHECK_SIZE_AT.min(exact_limit) + 1 {
                 index = crate::api::index::model_index(client, &model)?;
@@ -903,7 +908,13 @@ fn recall_pass(
                     read_timeline.dedup_by_key(|r| r.0);
                     let timeline = Timeline { read: std::mem::take(&mut read_timeline), entries: packed.as_ref().map(|p| &p.entries[..]) };
                     let pairs = neighbours(user, &timeline, &hits, &admits, now, kinds.as_deref())?;
-                    agent_memory_core::fusion::share_with_neighbours(&mut fused, &pairs, gucs::neighbour_share(), NEIGHBOUR_SOURCES);
+                    agent_memory_core::fusion::share_with_neighbours(
+                        &mut fused,
+                        &pairs,
+                        gucs::neighbour_share(),
+                        NEIGHBOUR_SOURCES,
+                        gucs::neighbour_length(),
+                    );
                 }
                 fused.truncate(k);
                 similarities.sort_unstable_by_key(|p| p.0);

@@ -933,7 +933,8 @@ fn main() {
              malformed evidence ids and count as misses for every ranking.\n\n\
              **The baseline** is exact cosine similarity computed by the client: what a bare pgvector table returns.\n\n\
              **Reproduce:** `bench/run.sh quality` (it starts its own server; `AGENT_MEMORY_EVAL` may name another folder \
-             of conversations in the same format).\n\n{report}",
+             of conversations in the same format). Round 4 (each channel beside the fused call on LoCoMo and on long \
+             user–assistant chat histories, and the fusions tried): [quality-round4.md](quality-round4.md).\n\n{report}",
             questions.len(),
             convs.len(),
             started.elapsed().as_secs_f64()

@@ -43,12 +43,28 @@ pub fn convex(channels: &[&[(i64, f64)]], weights: &[f64]) -> Vec<Fused> {
     out
 }
 
-/// Adds `share × score` of each hit to its neighbour, halved for each step further away, for
-/// each `(hit, neighbour, distance)` (distance 1: adjacent) whose hit is among the `sources` best
-/// of `fused`; a neighbour not in `fused` joins it (with no rank in any channel). Each hit gives
-/// its share once per neighbour; a memory with two hits beside it gets both shares. Sorted
-/// again, best first.
-pub fn share_with_neighbours(fused: &mut Vec<Fused>, pairs: &[(i64, i64, u32)], share: f64, sources: usize) {
+/// A memory said beside a hit: `(hit, neighbour, distance, the neighbour's length in
+/// characters)`, distance 1 adjacent.
+pub type Neighbour = (i64, i64, u32, usize);
+
+/// The part of a neighbour's share that a memory of `length` characters takes: all of it up to
+/// `full` characters, and `full / length` beyond (0: all of it, whatever the length). A short
+/// memory (a line of a dialogue) lacks the context said around it; a long one (an answer of
+/// several paragraphs) carries its own, and the channels find it on its own merits.
+pub fn length_weight(length: usize, full: usize) -> f64 {
+    if full == 0 || length <= full {
+        1.0
+    } else {
+        full as f64 / length as f64
+    }
+}
+
+/// Adds `share × score` of each hit to its neighbour, halved for each step further away and
+/// weighted by the neighbour's length (`length_weight` with `full`), for each neighbour whose hit
+/// is among the `sources` best of `fused`; a neighbour not in `fused` joins it (with no rank in
+/// any channel). Each hit gives its share once per neighbour; a memory with two hits beside it
+/// gets both shares. Sorted again, best first.
+pub fn share_with_neighbours(fused: &mut Vec<Fused>, pairs: &[Neighbour], share: f64, sources: usize, full: usize) {
     if share <= 0.0 || pairs.is_empty() || fused.is_empty() {
         return;
     }
@@ -56,12 +72,12 @@ pub fn share_with_neighbours(fused: &mut Vec<Fused>, pairs: &[(i64, i64, u32)], 
     let given: std::collections::HashMap<i64, f64> = fused.iter().take(sources).map(|f| (f.id, f.score)).collect();
     let mut add: std::collections::HashMap<i64, f64> = std::collections::HashMap::new();
     let mut seen = std::collections::HashSet::new();
-    for (hit, neighbour, distance) in pairs {
+    for (hit, neighbour, distance, length) in pairs {
         if hit == neighbour || *distance == 0 || !seen.insert((*hit, *neighbour)) {
             continue;
         }
         if let Some(s) = given.get(hit) {
-            *add.entry(*neighbour).or_insert(0.0) += share * 0.5f64.powi(*distance as i32 - 1) * s;
+            *add.entry(*neighbour).or_insert(0.0) += share * 0.5f64.powi(*distance as i32 - 1) * length_weight(*length, full) * s;
         }
     }
     for f in fused.iter_mut() {
@@ -117,12 +133,12 @@ mod tests {
     fn neighbours_of_the_best_hits_get_a_share() {
         let mut fused = convex(&[&[(1, 1.0), (2, 0.6), (3, 0.5), (4, 0.0)]], &[1.0]);
         // 1 (score 1.0) is beside 9 (not listed) and 4; 3 is beside 4 but is not among the 2 best.
-        share_with_neighbours(&mut fused, &[(1, 9, 1), (1, 4, 1), (3, 4, 1), (1, 9, 1)], 0.7, 2);
+        share_with_neighbours(&mut fused, &[(1, 9, 1, 10), (1, 4, 1, 10), (3, 4, 1, 10), (1, 9, 1, 10)], 0.7, 2, 400);
         let got: Vec<(i64, f64)> = fused.iter().map(|f| (f.id, (f.score * 1000.0).round() / 1000.0)).collect();
         assert_eq!(got, vec![(1, 1.0), (4, 0.7), (9, 0.7), (2, 0.6), (3, 0.5)]);
         // Two steps away: half the share.
         let mut far = convex(&[&[(1, 1.0), (2, 0.0)]], &[1.0]);
-        share_with_neighbours(&mut far, &[(1, 7, 2), (1, 8, 3)], 0.4, 1);
+        share_with_neighbours(&mut far, &[(1, 7, 2, 400), (1, 8, 3, 400)], 0.4, 1, 400);
         let got: Vec<(i64, f64)> = far.iter().map(|f| (f.id, (f.score * 1000.0).round() / 1000.0)).collect();
         assert_eq!(got, vec![(1, 1.0), (7, 0.2), (8, 0.1), (2, 0.0)]);
         // The joined neighbour has no rank; the listed one keeps its rank.
@@ -130,7 +146,24 @@ mod tests {
         assert_eq!(fused.iter().find(|f| f.id == 4).unwrap().ranks, vec![Some(4)]);
         // No share: nothing changes.
         let before = fused.clone();
-        share_with_neighbours(&mut fused, &[(1, 2, 1)], 0.0, 5);
+        share_with_neighbours(&mut fused, &[(1, 2, 1, 10)], 0.0, 5, 400);
         assert_eq!(fused, before);
+    }
+
+    #[test]
+    fn a_long_neighbour_takes_a_share_in_proportion_to_its_shortness() {
+        assert_eq!(length_weight(100, 400), 1.0);
+        assert_eq!(length_weight(400, 400), 1.0);
+        assert_eq!(length_weight(1600, 400), 0.25);
+        assert_eq!(length_weight(1600, 0), 1.0);
+        let mut fused = convex(&[&[(1, 1.0), (2, 0.0)]], &[1.0]);
+        // 1 sits between a short line (5) and a long answer (6) four times the full length.
+        share_with_neighbours(&mut fused, &[(1, 5, 1, 120), (1, 6, 1, 1600)], 0.4, 1, 400);
+        let got: Vec<(i64, f64)> = fused.iter().map(|f| (f.id, (f.score * 1000.0).round() / 1000.0)).collect();
+        assert_eq!(got, vec![(1, 1.0), (5, 0.4), (6, 0.1), (2, 0.0)]);
+        // Without a full length, both take the whole share.
+        let mut fused = convex(&[&[(1, 1.0), (2, 0.0)]], &[1.0]);
+        share_with_neighbours(&mut fused, &[(1, 5, 1, 120), (1, 6, 1, 1600)], 0.4, 1, 0);
+        assert_eq!(fused.iter().filter(|f| (f.score - 0.4).abs() < 1e-9).count(), 2);
     }
 }
