@@ -580,6 +580,7 @@ fn channels_on_both_sets(c: &mut Client, convs: &[Conversation], questions: &[Qu
     out += &tab;
     out +=
         &format!("\nWorst margin of the fused call over its best channel, over the categories: {w5:+.3} at k = 5, {w10:+.3} at k = 10.\n");
+    out += &variants(c, &asked, &by_id, &locomo_kinds());
     if std::env::var("QUALITY_SIMULATE").is_ok() {
         out += &simulate(c, &asked, &by_id, "LoCoMo");
     }
