@@ -799,8 +799,11 @@ fn recall_pass(
                 return Ok(true);
             }
             seen += 1;
+            // The text is read once (a long one is detoasted) for the neighbours' lengths and the
+            // words.
+            let content = (with_neighbours || keyword.is_some()).then(|| c.content());
             if with_neighbours {
-                read_timeline.push((c.id, c.created, c.content().chars().count()));
+                read_timeline.push((c.id, c.created, content.as_deref().map_or(0, |t| t.chars().count())));
             }
             if exact_limit != usize::MAX && seen == CHECK_SIZE_AT.min(exact_limit) + 1 {
                 index = crate::api::index::model_index(client, &model)?;
@@ -818,7 +821,7 @@ fn recall_pass(
                 }
             }
             if let Some(kw) = keyword.as_mut() {
-                kw.add(c.id, &c.content());
+                kw.add(c.id, content.as_deref().unwrap_or_default());
             }
             if let Some(r) = recency.as_mut() {
                 r.push(Ranked { id: c.id, score: c.last_hit as f64, similarity: 0.0 });
