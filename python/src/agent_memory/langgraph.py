@@ -21,9 +21,10 @@ How items map to memories:
   ``memory_erase`` removes it).
 * **Items stay** until they are deleted or their TTL passes, as in LangGraph's stores: an item is
   a protected memory, never evicted, merged by consolidation or expired by the retention
-  settings; an item put with a TTL ends at its deadline (its ``valid_until``). ``evictable=True`` makes every item an ordinary memory, which the
-  forgetting pass retires by the retention settings (kept from round to round by recall's hits)
-  or by its TTL, whichever comes first; ``protected=True`` protects every item and refuses TTLs.
+  settings; an item put with a TTL ends at its deadline (its ``valid_until``). ``evictable=True``
+  makes every item an ordinary memory, which the forgetting pass retires by the retention
+  settings (kept from round to round by recall's hits) or by its TTL, whichever comes first;
+  ``protected=True`` protects every item and refuses TTLs.
 * **Search** with a prefix shorter than the user label (``search(())``) searches every user the
   connection's role may see, as row-level security decides (an admin: every user; an application
   role: the user its connection names, if any). **Search** with ``query`` ranks the items under the namespace prefix that match ``filter`` by the
@@ -38,12 +39,11 @@ How items map to memories:
   is retired (``expired``): by the store's next put for its user once ``sweep_interval_minutes``
   (default 5) have passed since the user's last sweep, by ``sweep_ttl()`` or the thread of
   ``start_ttl_sweeper()`` (as PostgresStore's), and in an ``evictable=True`` store by the
-  forgetting pass too. A get or search with ``refresh_ttl`` (the store's
-  ``refresh_on_read`` by default) moves the deadline of the items it returns to now + their
-  TTL. In an ``evictable=True`` store, an
-  item put without a TTL keeps the extension's retention (``expires_at`` from the retention
-  settings); a ``protected=True`` store never expires its items, so it refuses a TTL
-  (``ValueError``).
+  forgetting pass too. A get or search with ``refresh_ttl`` (the store's ``refresh_on_read`` by
+  default) moves the deadline of the items it returns to now + their TTL. In an
+  ``evictable=True`` store, an item put without a TTL keeps the extension's retention
+  (``expires_at`` from the retention settings); a ``protected=True`` store never expires its
+  items, so it refuses a TTL (``ValueError``).
 * Values are kept as PostgreSQL ``jsonb``, which holds no NaN or infinite number and no NUL
   character: a put with one raises ``ValueError`` saying so (LangGraph's own PostgresStore fails
   on them too, with a database error). A filter may hold them, as in LangGraph's stores: a value
@@ -97,9 +97,9 @@ _ITEM = "m.metadata -> 'langgraph' AS lg, m.created_at, m.id"
 _MODEL = "coalesce(nullif(pg_catalog.current_setting('agent_memory.default_model', true), ''), 'default')"
 
 # An item's TTL ends it at its deadline, kept in valid_until (and in expires_at, which a protected
-# memory never has): the forgetting pass retires any memory past its valid_until, protected or
-# not, as an item past its TTL should be; an episode past its expires_at alone it would move to
-# the archive (clearing expires_at, so the item would be found again).
+# memory never has). Past valid_until the forgetting pass retires an evictable item whatever its
+# kind (past its expires_at alone it would move an episode to the archive and clear expires_at,
+# and the item would be found again); a protected item the store's sweep retires (_SWEEP).
 _DEADLINE = "CASE WHEN %(ttl)s::float8 IS NOT NULL THEN now() + pg_catalog.make_interval(secs => %(ttl)s::float8 * 60) END"
 
 _UPDATE = f"""
@@ -270,8 +270,8 @@ class AgentMemoryStore(BaseStore):
             raise ValueError("a protected store never expires its items: a default TTL needs protected=False")
         self.ttl_config = ttl
         # Each user's items past their TTL are swept by the store's next put for that user once
-        # the interval has passed since its last sweep (sweep_ttl and start_ttl_sweeper sweep every
-        # user the connection's role may see).
+        # the interval (seconds) has passed since its last sweep (sweep_ttl and start_ttl_sweeper
+        # sweep every user the connection's role may see; the sweeper every interval too).
         self._sweep_every = 60 * float((ttl or {}).get("sweep_interval_minutes") or 5)
         self._swept: dict[str, float] = {}
         self._sweeper: threading.Thread | None = None
@@ -402,7 +402,7 @@ class AgentMemoryStore(BaseStore):
             future.add_done_callback(lambda f: self._sweeper_stop.set() if f.cancelled() else None)
             return future
         self._sweeper_stop.clear()
-        interval = 60 * float(sweep_interval_minutes or (self.ttl_config or {}).get("sweep_interval_minutes") or 5)
+        interval = 60 * float(sweep_interval_minutes) if sweep_interval_minutes else self._sweep_every
 
         def loop() -> None:
             while not self._sweeper_stop.wait(interval):
