@@ -169,6 +169,13 @@ static NEIGHBOUR_REACH: GucSetting<i32> = GucSetting::<i32>::new(2);
 /// whole share; a longer one takes it in proportion, `neighbour_length / its length` (default
 /// 400; 0: every neighbour the whole share).
 static NEIGHBOUR_LENGTH: GucSetting<i32> = GucSetting::<i32>::new(400);
+/// `agent_memory.length_prior`: the exponent of the length prior on hybrid recall's fused scores:
+/// a memory longer than `length_prior_words` words scores `(length_prior_words / its length) ^
+/// length_prior` of its fused score (default 0.5; 0 turns it off).
+static LENGTH_PRIOR: GucSetting<f64> = GucSetting::<f64>::new(0.5);
+/// `agent_memory.length_prior_words`: the length in words (as the keyword channel counts them)
+/// up to which a memory's fused score is left whole (default 60; 0 turns the prior off).
+static LENGTH_PRIOR_WORDS: GucSetting<i32> = GucSetting::<i32>::new(60);
 /// `agent_memory.hybrid_candidates`: candidates per channel fused by hybrid recall (default 50).
 static HYBRID_CANDIDATES: GucSetting<i32> = GucSetting::<i32>::new(50);
 /// `agent_memory.rrf_k`: the constant of reciprocal rank fusion, 1 / (rrf_k + rank) (default 60).
@@ -733,6 +740,26 @@ fn define_ranking_settings() {
         GucContext::Userset,
         GucFlags::default(),
     );
+    GucRegistry::define_float_guc(
+        c"agent_memory.length_prior",
+        c"How much hybrid recall lowers a long memory's fused score: the exponent of length_prior_words / its length.",
+        c"A memory longer than length_prior_words words scores (length_prior_words / its length) ^ length_prior of its fused score: a fact is said in a sentence or two, and a long answer or document is near many questions without being what one asks for. 0 turns it off.",
+        &LENGTH_PRIOR,
+        0.0,
+        4.0,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"agent_memory.length_prior_words",
+        c"The length in words up to which hybrid recall leaves a memory's fused score whole.",
+        c"Words as the keyword channel counts them (common English words left out with the english tokenizer). 0 turns the length prior off.",
+        &LENGTH_PRIOR_WORDS,
+        0,
+        i32::MAX,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
     GucRegistry::define_int_guc(
         c"agent_memory.neighbour_window",
         c"How close in time a memory must have been said to a hybrid hit to be its neighbour.",
@@ -878,6 +905,11 @@ pub fn neighbour_reach() -> usize {
 /// The neighbour length in characters (0: no scaling).
 pub fn neighbour_length() -> usize {
     NEIGHBOUR_LENGTH.get().max(0) as usize
+}
+
+/// The length prior on hybrid recall's fused scores: `(words, exponent)`.
+pub fn length_prior() -> (u32, f64) {
+    (LENGTH_PRIOR_WORDS.get().max(0) as u32, LENGTH_PRIOR.get().max(0.0))
 }
 
 /// The neighbour window in seconds.

@@ -69,6 +69,43 @@ SELECT count(*) AS results, bool_and(abs(h.score - f.s) < 1e-9) AS convex_exact
   FROM agent_memory.memory_recall('hy-user', '[1,0,0,0]'::vector, 6, model => 'h4', touch => false, query_text => 'refund order A7731 tea') h
   JOIN fused f USING (id);
 RESET agent_memory.neighbour_share;
+-- The length prior (the default): a memory longer than length_prior_words (60) words
+-- scores (60 / its length) ^ length_prior (0.5) of its fused score. A long memory that leads both
+-- channels (240 words: half its score) falls below a short one that states the fact.
+INSERT INTO agent_memory.memories (user_id, kind, content, emb, embedding_model, created_at, last_hit_at)
+SELECT 'hy-long', 'semantic', content, emb::vector, 'h4', now() - age, now() - age
+  FROM (VALUES
+    -- 240 words: the question's three 20 times each, and 180 others.
+    (repeat('Kayak trip plan. ', 20) || (SELECT string_agg('stage' || i, ' ') FROM generate_series(1, 180) i), '[1, 0, 0, 0]', interval '1 day'),
+    ('The kayak trip starts in Bergen',                                                        '[0.8, 0.6, 0, 0]', interval '1 day'),
+    ('Likes a plan for the weekend',                                                           '[0, 1, 0, 0]', interval '1 day'),
+    ('Prefers tea in the morning',                                                             '[0, 0, 1, 0]', interval '1 day')) v(content, emb, age);
+SET agent_memory.neighbour_share = 0;
+SET agent_memory.length_prior = 0;
+CREATE TEMP TABLE whole AS
+SELECT id, score, left(content, 20) AS content FROM agent_memory.memory_recall('hy-long', '[1,0,0,0]'::vector, 3, model => 'h4', touch => false,
+                                                                               query_text => 'kayak trip plan');
+RESET agent_memory.length_prior;
+SELECT content, round(score::numeric, 4) AS whole_fused FROM whole ORDER BY score DESC;
+SELECT left(content, 20) AS content, round(score::numeric, 4) AS fused, vector_rank, keyword_rank
+  FROM agent_memory.memory_recall('hy-long', '[1,0,0,0]'::vector, 3, model => 'h4', touch => false, query_text => 'kayak trip plan');
+-- Exactly (60 / 240) ^ 0.5 of its score for the long one; the others whole.
+SELECT w.content, round((r.score / w.score)::numeric, 9) AS prior
+  FROM whole w JOIN agent_memory.memory_recall('hy-long', '[1,0,0,0]'::vector, 3, model => 'h4', touch => false,
+                                               query_text => 'kayak trip plan') r USING (id)
+ WHERE w.score > 0
+ ORDER BY w.score DESC;
+-- A longer threshold leaves it whole; a vector-only or keyword-only call never weighs by length.
+SET agent_memory.length_prior_words = 240;
+SELECT bool_and(abs(r.score - w.score) < 1e-12) AS whole_up_to_the_threshold
+  FROM whole w JOIN agent_memory.memory_recall('hy-long', '[1,0,0,0]'::vector, 3, model => 'h4', touch => false,
+                                               query_text => 'kayak trip plan') r USING (id);
+RESET agent_memory.length_prior_words;
+SELECT left(content, 20) AS content FROM agent_memory.memory_recall('hy-long', '[1,0,0,0]'::vector, 1, model => 'h4', touch => false);
+SELECT left(content, 20) AS content FROM agent_memory.memory_recall('hy-long', NULL::vector, 1, model => 'h4', touch => false, query_text => 'kayak trip plan');
+DROP TABLE whole;
+DELETE FROM agent_memory.memories WHERE user_id = 'hy-long';
+RESET agent_memory.neighbour_share;
 -- Reciprocal rank fusion when asked for: the sum of 1 / (60 + rank) over the channels.
 SET agent_memory.hybrid_fusion = 'rrf';
 SELECT content, round(score::numeric, 5) AS rrf, vector_rank, keyword_rank

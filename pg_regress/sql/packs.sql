@@ -217,11 +217,14 @@ SELECT 'kw-user',
   FROM generate_series(1, 400) g;
 -- (Scores to 6 decimals: convex fusion scales similarities by their range in the list, and a
 -- similarity read from a row and one counted for a pack agree to float rounding.)
+-- The length prior from 5 words (the notes have 3 to 11): a memory's length in words, counted
+-- from its pack or from its row, weighs its fused score the same.
 CREATE FUNCTION pg_temp.hybrid(packed boolean, q vector, txt text, k int, kinds text[], arch boolean, ms float8)
 RETURNS text LANGUAGE plpgsql AS $$
 DECLARE r text;
 BEGIN
     PERFORM set_config('agent_memory.packed_recall', packed::text, true);
+    PERFORM set_config('agent_memory.length_prior_words', '5', true);
     SELECT string_agg(concat_ws(':', t.id, round(t.score::numeric, 6), round(t.similarity::numeric, 6), t.v, t.w),
                       ',' ORDER BY t.ord) INTO r
       FROM agent_memory.memory_recall('kw-user', q, k => k, model => 'p32', touch => false, query_text => txt,

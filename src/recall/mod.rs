@@ -659,6 +659,13 @@ fn embeddings_of(user: &str, ids: &[i64], model: &str) -> Result<Vec<(i64, Vec<f
     })
 }
 
+/// What a hybrid ranking counted of the question's words, for a second ranking of the same call:
+/// the keyword ranking, and every candidate's length in words (sorted by id).
+struct Counted {
+    ranking: Vec<(i64, f64)>,
+    lengths: Vec<(i64, u32)>,
+}
+
 /// One ranking of [`recall`]: `moved` replaces the unit query when it is given. A hybrid ranking
 /// leaves its keyword ranking in `words`, and takes it from there instead of counting the words
 /// when it is already there.
@@ -667,7 +674,7 @@ fn recall_pass(
     query: Option<&VectorDatum>,
     moved: Option<Vec<f32>>,
     opts: RecallOptions<'_>,
-    words: &mut Option<Vec<(i64, f64)>>,
+    words: &mut Option<Counted>,
 ) -> Result<Vec<Recalled>> {
     let user = check_user(user_id)?;
     let text = opts.query_text.map(str::trim).filter(|t| !t.is_empty());
@@ -872,13 +879,22 @@ fn recall_pass(
             }
             vector_ranked = vector.finish(per_channel);
         }
-        let keyword_ranked = match counted {
-            Some(ranked) => ranked,
-            None => keyword.as_ref().map(|kw| kw.top(per_channel, gucs::bm25())).unwrap_or_default(),
+        let counted = match counted {
+            Some(c) => c,
+            None => {
+                let ranking = keyword.as_ref().map(|kw| kw.top(per_channel, gucs::bm25())).unwrap_or_default();
+                let lengths = match keyword.as_mut() {
+                    Some(kw) if channels == Channels::Hybrid => kw.take_lengths(),
+                    _ => Vec::new(),
+                };
+                Counted { ranking, lengths }
+            }
         };
+        let keyword_ranked = counted.ranking.clone();
         if channels == Channels::Hybrid {
-            *words = Some(keyword_ranked.clone());
+            *words = Some(counted);
         }
+        let lengths: &[(i64, u32)] = words.as_ref().map_or(&[], |c| &c.lengths);
         let scored: Vec<Scored> = match channels {
             Channels::Vector => vector_ranked
                 .iter()
@@ -904,6 +920,8 @@ fn recall_pass(
                     let lists: Vec<&[i64]> = if t.is_empty() { vec![&v, &w] } else { vec![&v, &w, &t] };
                     agent_memory_core::keyword::rrf(&lists, gucs::rrf_k())
                 };
+                let (prior_words, prior) = gucs::length_prior();
+                agent_memory_core::fusion::weigh_by_length(&mut fused, lengths, prior_words, prior);
                 // The memories said beside the best hits share their score.
                 if with_neighbours && !fused.is_empty() {
                     let hits: Vec<i64> = fused.iter().take(NEIGHBOUR_SOURCES).map(|f| f.id).collect();

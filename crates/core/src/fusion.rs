@@ -43,6 +43,33 @@ pub fn convex(channels: &[&[(i64, f64)]], weights: &[f64]) -> Vec<Fused> {
     out
 }
 
+/// The factor a fused score is multiplied by for a memory of `length` words: 1 up to `words`,
+/// `(words / length) ^ exponent` beyond (`exponent` 0 or `words` 0: always 1). A question asks
+/// for a fact, and a fact is said in a sentence or two; a long memory (an answer of several
+/// paragraphs, a document) is near many questions in meaning and holds many of their words
+/// without being what any one of them asks for.
+pub fn length_prior(length: u32, words: u32, exponent: f64) -> f64 {
+    if words == 0 || exponent <= 0.0 || length <= words {
+        1.0
+    } else {
+        (words as f64 / length as f64).powf(exponent)
+    }
+}
+
+/// Multiplies each fused score by [`length_prior`] of its memory's length (`lengths`: `(id,
+/// length in words)` sorted by id; a memory not there is left as it is), and sorts again.
+pub fn weigh_by_length(fused: &mut [Fused], lengths: &[(i64, u32)], words: u32, exponent: f64) {
+    if words == 0 || exponent <= 0.0 {
+        return;
+    }
+    for f in fused.iter_mut() {
+        if let Ok(i) = lengths.binary_search_by_key(&f.id, |l| l.0) {
+            f.score *= length_prior(lengths[i].1, words, exponent);
+        }
+    }
+    sort(fused);
+}
+
 /// A memory said beside a hit: `(hit, neighbour, distance, the neighbour's length in
 /// characters)`, distance 1 adjacent.
 pub type Neighbour = (i64, i64, u32, usize);
@@ -115,6 +142,43 @@ mod tests {
         // Weights move the balance: all on the vector channel is its order.
         let fused = convex(&[&vector, &words], &[1.0, 0.0]);
         assert_eq!(fused.iter().map(|f| f.id).take(3).collect::<Vec<_>>(), vec![1, 2, 3]);
+    }
+
+    #[test]
+    fn the_length_prior_leaves_short_memories_and_lowers_long_ones_by_their_length() {
+        assert_eq!(length_prior(10, 60, 0.5), 1.0);
+        assert_eq!(length_prior(60, 60, 0.5), 1.0);
+        assert!((length_prior(240, 60, 0.5) - 0.5).abs() < 1e-12);
+        assert!((length_prior(120, 60, 1.0) - 0.5).abs() < 1e-12);
+        // Off: no threshold, or no exponent.
+        assert_eq!(length_prior(1000, 0, 0.5), 1.0);
+        assert_eq!(length_prior(1000, 60, 0.0), 1.0);
+        // Longer is never better.
+        let mut last = 1.0;
+        for l in (0..2000).step_by(7) {
+            let p = length_prior(l, 60, 0.5);
+            assert!(p <= last && p > 0.0);
+            last = p;
+        }
+    }
+
+    #[test]
+    fn weighing_by_length_reorders_a_long_memory_below_a_short_one() {
+        // 1 leads on both channels but is long (240 words: × 0.5); 2 is short.
+        let vector = [(1, 0.9), (2, 0.8), (3, 0.1)];
+        let words = [(1, 10.0), (2, 8.0), (3, 1.0)];
+        let mut fused = convex(&[&vector, &words], &[0.5, 0.5]);
+        assert_eq!(fused[0].id, 1);
+        let before: Vec<(i64, f64)> = fused.iter().map(|f| (f.id, f.score)).collect();
+        weigh_by_length(&mut fused, &[(1, 240), (2, 30), (3, 20)], 60, 0.5);
+        assert_eq!(fused.iter().map(|f| f.id).collect::<Vec<_>>(), vec![2, 1, 3]);
+        assert!((fused[1].score - before[0].1 * 0.5).abs() < 1e-12);
+        // A memory of unknown length keeps its score; off changes nothing.
+        let mut fused = convex(&[&vector, &words], &[0.5, 0.5]);
+        weigh_by_length(&mut fused, &[(2, 30)], 60, 0.5);
+        assert_eq!(fused.iter().map(|f| (f.id, f.score)).collect::<Vec<_>>(), before);
+        weigh_by_length(&mut fused, &[(1, 240)], 60, 0.0);
+        assert_eq!(fused.iter().map(|f| (f.id, f.score)).collect::<Vec<_>>(), before);
     }
 
     #[test]

@@ -41,6 +41,7 @@ thread_local! {
     /// The matches' arrays, kept by the backend for the next scan ([`crate::scratch`]).
     static MATCHED: RefCell<Vec<Matched>> = const { RefCell::new(Vec::new()) };
     static TF: RefCell<Vec<(u16, u16)>> = const { RefCell::new(Vec::new()) };
+    static LENGTHS: RefCell<Vec<(i64, u32)>> = const { RefCell::new(Vec::new()) };
 }
 
 /// Accumulates the statistics of one query over a user's candidates.
@@ -61,6 +62,8 @@ pub struct KeywordScan {
     /// The (index of the query term, occurrences) pairs of every matched candidate, one after
     /// the other: one allocation for all of them.
     tf: Kept<(u16, u16)>,
+    /// Every candidate's (id, length in tokens), in the order counted.
+    lengths: Kept<(i64, u32)>,
     counts: Vec<u16>,
 }
 
@@ -102,6 +105,7 @@ impl KeywordScan {
             df: vec![0; n],
             matched: Kept::take(&MATCHED),
             tf: Kept::take(&TF),
+            lengths: Kept::take(&LENGTHS),
             counts: vec![0; n],
         }
     }
@@ -110,6 +114,7 @@ impl KeywordScan {
     pub fn reserve(&mut self, candidates: usize) {
         self.matched.reserve(candidates);
         self.tf.reserve(candidates);
+        self.lengths.reserve(candidates);
     }
 
     /// Whether the query has any term at all.
@@ -141,6 +146,7 @@ impl KeywordScan {
             }
         });
         self.total_len += len as u64;
+        self.lengths.push((id, len));
         if any {
             let counts = std::mem::take(&mut self.counts);
             self.push_matched(id, len, counts.iter().enumerate().filter(|(_, c)| **c > 0).map(|(i, c)| (i as u16, *c)));
@@ -162,6 +168,7 @@ impl KeywordScan {
     pub fn add_counted(&mut self, id: i64, len: u32, hits: &[(u16, u16)]) {
         self.docs += 1;
         self.total_len += len as u64;
+        self.lengths.push((id, len));
         let terms = self.df.len();
         self.push_matched(id, len, hits.iter().copied().filter(|&(i, c)| c > 0 && (i as usize) < terms));
     }
@@ -177,6 +184,15 @@ impl KeywordScan {
         if tf_len > 0 {
             self.matched.push(Matched { id, len, tf_at, tf_len });
         }
+    }
+
+    /// Every candidate's length in tokens, `(id, length)` sorted by id (the length BM25 weighs:
+    /// the same counted from a text or from a words pack). Taken from the scan, which keeps no
+    /// lengths after.
+    pub fn take_lengths(&mut self) -> Vec<(i64, u32)> {
+        let mut out = std::mem::take(&mut *self.lengths);
+        out.sort_unstable_by_key(|l| l.0);
+        out
     }
 
     /// The tokenizer options of this scan.
@@ -353,6 +369,12 @@ mod tests {
                 assert_eq!(by_text.documents(), by_terms.documents());
                 assert_eq!(by_text.top(1000, p), by_terms.top(1000, p), "{query} with {opts:?}");
                 assert!(!by_text.top(5, p).is_empty() || query == "it's");
+                // Every candidate's length, matched or not, the same both ways.
+                let lengths = by_text.take_lengths();
+                assert_eq!(lengths.len(), docs.len());
+                assert!(lengths.windows(2).all(|w| w[0].0 <= w[1].0));
+                assert_eq!(lengths, by_terms.take_lengths());
+                assert!(by_text.take_lengths().is_empty(), "taken");
             }
         }
     }
