@@ -663,7 +663,7 @@ fn embeddings_of(user: &str, ids: &[i64], model: &str) -> Result<Vec<(i64, Vec<f
 /// the keyword ranking, and every candidate's length in words (sorted by id).
 struct Counted {
     ranking: Vec<(i64, f64)>,
-    lengths: Vec<(i64, u32)>,
+    lengths: Option<agent_memory_core::scratch::Kept<(i64, u32)>>,
 }
 
 /// One ranking of [`recall`]: `moved` replaces the unit query when it is given. A hybrid ranking
@@ -729,6 +729,12 @@ fn recall_pass(
 
     let counted = if channels == Channels::Hybrid { words.take() } else { None };
     let keyword = if counted.is_some() { None } else { text.map(|t| agent_memory_core::keyword::KeywordScan::new(t, gucs::tokenizer())) };
+    // Hybrid recall weighs its fused scores by the candidates' lengths, when the prior is on.
+    let (prior_words, prior) = gucs::length_prior();
+    let mut keyword = keyword;
+    if let Some(kw) = keyword.as_mut().filter(|_| channels == Channels::Hybrid && prior_words > 0 && prior > 0.0) {
+        kw.keep_lengths();
+    }
     if channels == Channels::Keyword && !keyword.as_ref().is_some_and(|k| k.has_terms()) {
         return Err(MemoryError::invalid_parameter("query_text has no words to search for")
             .detail("Words are letters and digits; common English words (the, of, and, ...) are skipped.")
@@ -883,10 +889,7 @@ fn recall_pass(
             Some(c) => c,
             None => {
                 let ranking = keyword.as_ref().map(|kw| kw.top(per_channel, gucs::bm25())).unwrap_or_default();
-                let lengths = match keyword.as_mut() {
-                    Some(kw) if channels == Channels::Hybrid => kw.take_lengths(),
-                    _ => Vec::new(),
-                };
+                let lengths = keyword.as_mut().filter(|_| channels == Channels::Hybrid).map(|kw| kw.take_lengths());
                 Counted { ranking, lengths }
             }
         };
@@ -894,7 +897,7 @@ fn recall_pass(
         if channels == Channels::Hybrid {
             *words = Some(counted);
         }
-        let lengths: &[(i64, u32)] = words.as_ref().map_or(&[], |c| &c.lengths);
+        let lengths: &[(i64, u32)] = words.as_ref().and_then(|c| c.lengths.as_deref()).map_or(&[], |l| &l[..]);
         let scored: Vec<Scored> = match channels {
             Channels::Vector => vector_ranked
                 .iter()
@@ -920,7 +923,6 @@ fn recall_pass(
                     let lists: Vec<&[i64]> = if t.is_empty() { vec![&v, &w] } else { vec![&v, &w, &t] };
                     agent_memory_core::keyword::rrf(&lists, gucs::rrf_k())
                 };
-                let (prior_words, prior) = gucs::length_prior();
                 agent_memory_core::fusion::weigh_by_length(&mut fused, lengths, prior_words, prior);
                 // The memories said beside the best hits share their score.
                 if with_neighbours && !fused.is_empty() {

@@ -62,8 +62,10 @@ pub struct KeywordScan {
     /// The (index of the query term, occurrences) pairs of every matched candidate, one after
     /// the other: one allocation for all of them.
     tf: Kept<(u16, u16)>,
-    /// Every candidate's (id, length in tokens), in the order counted.
+    /// Every candidate's (id, length in tokens), in the order counted, when asked for
+    /// ([`KeywordScan::keep_lengths`]).
     lengths: Kept<(i64, u32)>,
+    keep_lengths: bool,
     counts: Vec<u16>,
 }
 
@@ -106,6 +108,7 @@ impl KeywordScan {
             matched: Kept::take(&MATCHED),
             tf: Kept::take(&TF),
             lengths: Kept::take(&LENGTHS),
+            keep_lengths: false,
             counts: vec![0; n],
         }
     }
@@ -114,7 +117,9 @@ impl KeywordScan {
     pub fn reserve(&mut self, candidates: usize) {
         self.matched.reserve(candidates);
         self.tf.reserve(candidates);
-        self.lengths.reserve(candidates);
+        if self.keep_lengths {
+            self.lengths.reserve(candidates);
+        }
     }
 
     /// Whether the query has any term at all.
@@ -146,7 +151,9 @@ impl KeywordScan {
             }
         });
         self.total_len += len as u64;
-        self.lengths.push((id, len));
+        if self.keep_lengths {
+            self.lengths.push((id, len));
+        }
         if any {
             let counts = std::mem::take(&mut self.counts);
             self.push_matched(id, len, counts.iter().enumerate().filter(|(_, c)| **c > 0).map(|(i, c)| (i as u16, *c)));
@@ -168,7 +175,9 @@ impl KeywordScan {
     pub fn add_counted(&mut self, id: i64, len: u32, hits: &[(u16, u16)]) {
         self.docs += 1;
         self.total_len += len as u64;
-        self.lengths.push((id, len));
+        if self.keep_lengths {
+            self.lengths.push((id, len));
+        }
         let terms = self.df.len();
         self.push_matched(id, len, hits.iter().copied().filter(|&(i, c)| c > 0 && (i as usize) < terms));
     }
@@ -186,11 +195,16 @@ impl KeywordScan {
         }
     }
 
+    /// Keeps every candidate's length from now on, for [`KeywordScan::take_lengths`].
+    pub fn keep_lengths(&mut self) {
+        self.keep_lengths = true;
+    }
+
     /// Every candidate's length in tokens, `(id, length)` sorted by id (the length BM25 weighs:
     /// the same counted from a text or from a words pack). Taken from the scan, which keeps no
-    /// lengths after.
-    pub fn take_lengths(&mut self) -> Vec<(i64, u32)> {
-        let mut out = std::mem::take(&mut *self.lengths);
+    /// lengths after; the array goes back to the backend's slot when dropped ([`Kept`]).
+    pub fn take_lengths(&mut self) -> Kept<(i64, u32)> {
+        let mut out = std::mem::replace(&mut self.lengths, Kept::take(&LENGTHS));
         out.sort_unstable_by_key(|l| l.0);
         out
     }
@@ -343,6 +357,8 @@ mod tests {
             for query in ["When did I ask about the refund for the parcel order?", "上海 café", "Über 2024 orders", "it's"] {
                 let mut by_text = KeywordScan::new(query, opts);
                 let mut by_terms = KeywordScan::new(query, opts);
+                by_text.keep_lengths();
+                by_terms.keep_lengths();
                 // The words packs' way: each document's terms in a pack, the query's terms
                 // counted in all of a pack's documents at once.
                 let mut packs = vec![crate::pack::WordsWriter::new(opts, 2000)];
@@ -373,7 +389,7 @@ mod tests {
                 let lengths = by_text.take_lengths();
                 assert_eq!(lengths.len(), docs.len());
                 assert!(lengths.windows(2).all(|w| w[0].0 <= w[1].0));
-                assert_eq!(lengths, by_terms.take_lengths());
+                assert_eq!(*lengths, *by_terms.take_lengths());
                 assert!(by_text.take_lengths().is_empty(), "taken");
             }
         }
