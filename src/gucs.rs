@@ -753,7 +753,7 @@ fn define_ranking_settings() {
     GucRegistry::define_int_guc(
         c"agent_memory.length_prior_words",
         c"The length in words up to which hybrid recall leaves a memory's fused score whole.",
-        c"Words as the keyword channel counts them (common English words left out with the english tokenizer). 0 turns the length prior off.",
+        c"Words as the keyword channel counts them: with keyword_stop_words on, common English words are not counted; Chinese, Japanese and Korean text counts its pairs of characters. 0 turns the length prior off.",
         &LENGTH_PRIOR_WORDS,
         0,
         i32::MAX,
