@@ -728,10 +728,10 @@ fn recall_pass(
     let per_channel = if channels == Channels::Hybrid { gucs::hybrid_candidates().max(k) } else { k };
 
     let counted = if channels == Channels::Hybrid { words.take() } else { None };
-    let keyword = if counted.is_some() { None } else { text.map(|t| agent_memory_core::keyword::KeywordScan::new(t, gucs::tokenizer())) };
+    let mut keyword =
+        if counted.is_some() { None } else { text.map(|t| agent_memory_core::keyword::KeywordScan::new(t, gucs::tokenizer())) };
     // Hybrid recall weighs its fused scores by the candidates' lengths, when the prior is on.
     let (prior_words, prior) = gucs::length_prior();
-    let mut keyword = keyword;
     if let Some(kw) = keyword.as_mut().filter(|_| channels == Channels::Hybrid && prior_words > 0 && prior > 0.0) {
         kw.keep_lengths();
     }
