@@ -13,6 +13,8 @@ REVOKE ALL ON ALL FUNCTIONS IN SCHEMA agent_memory FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION agent_memory.embed_later(text) TO PUBLIC;
 -- (0.12.0) ... and embeds it for its user, as a role that may write for that user only.
 GRANT EXECUTE ON FUNCTION agent_memory.embed_row(text, text, text) TO PUBLIC;
+-- (0.14.0) ... and its further windows (agent_memory.embed_windows), the same way.
+GRANT EXECUTE ON FUNCTION agent_memory.embed_windows(text, text, text) TO PUBLIC;
 
 -- The delete and update triggers that keep packs honest (see memories_mark_stale in
 -- schema.sql), skipped while forgetting's purge, expiry and eviction mark their own writes in
@@ -38,7 +40,8 @@ CREATE TRIGGER memories_pack_stale_update AFTER UPDATE ON agent_memory.memories
            OR NEW.kind IS DISTINCT FROM OLD.kind
            OR NEW.archived_at IS DISTINCT FROM OLD.archived_at
            OR NEW.expires_at IS DISTINCT FROM OLD.expires_at
-           OR NEW.valid_until IS DISTINCT FROM OLD.valid_until)
+           OR NEW.valid_until IS DISTINCT FROM OLD.valid_until
+           OR (NEW.emb_windows IS NULL) <> (OLD.emb_windows IS NULL))
           AND NOT agent_memory.pack_deletes_marked())
     EXECUTE FUNCTION agent_memory.memories_mark_stale();
 

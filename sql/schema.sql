@@ -83,6 +83,8 @@ CREATE TABLE agent_memory.memories (
     -- Added in 0.2.0 (columns keep the order an update from 0.1.0 gives them).
     object_key      text,
     task_id         text,
+    -- Added in 0.14.0.
+    emb_windows     vector[],
     CHECK (active OR retired_at IS NOT NULL),
     -- Ages are counted from these two; an infinite time has no age (recall and forgetting would
     -- disagree on it), so it is refused.
@@ -132,6 +134,7 @@ COMMENT ON COLUMN agent_memory.memories.last_hit_at IS 'When recall last returne
 COMMENT ON COLUMN agent_memory.memories.hit_count IS 'How often recall returned it (touch => false does not count); forgetting halves it every agent_memory.hit_halflife, so old popularity fades.';
 COMMENT ON COLUMN agent_memory.memories.archived_at IS 'When the memory moved to the archive: an episode at the end of its retention, over the capacity, or summarised; a one-off fact (never recalled, never rewritten). Archived memories are out of the capacity and still recalled (unless archived => false). A rewrite brings a memory back.';
 COMMENT ON COLUMN agent_memory.memories.metadata IS 'Free-form JSON of the application.';
+COMMENT ON COLUMN agent_memory.memories.emb_windows IS 'Embeddings of the windows of a long content past what emb covers (the model''s first word pieces), with agent_memory.embed_windows set; vector recall scores the memory by the best of emb and these. Made by the write trigger from content and embedding_model whenever one of them, emb or this column changes; NULL when the model reads all of the content, or with embed_windows 0.';
 COMMENT ON COLUMN agent_memory.memories.object_key IS 'For a fact of a many-valued predicate (agent_memory.predicates): its object without case or surrounding blanks, so that each value is a fact of its own; NULL otherwise. Set by the write trigger.';
 
 -- The recall path: one user's active memories of one model, user first, in id order (recall
@@ -515,6 +518,19 @@ BEGIN
         END IF;
         NEW.emb := @vs@.l2_normalize(NEW.emb);
     END IF;
+    -- (0.14.0) A long memory's further windows (agent_memory.embed_windows), made from its
+    -- content and model whenever they, its embedding or the windows themselves are written: the
+    -- column holds what the content gives, never a stale or a foreign value. (The setting is read
+    -- as text: without the library loaded it is not defined, and makes none.)
+    IF TG_OP = 'INSERT' OR NEW.content IS DISTINCT FROM OLD.content OR NEW.embedding_model IS DISTINCT FROM OLD.embedding_model
+       OR (NEW.emb IS NULL) <> (OLD.emb IS NULL) OR NEW.emb OPERATOR(@vs@.<>) OLD.emb
+       OR (NEW.emb_windows IS NULL) <> (OLD.emb_windows IS NULL) OR NEW.emb_windows OPERATOR(pg_catalog.<>) OLD.emb_windows THEN
+        IF NEW.emb IS NOT NULL AND coalesce(nullif(pg_catalog.current_setting('agent_memory.embed_windows', true), ''), '0') <> '0' THEN
+            NEW.emb_windows := agent_memory.embed_windows(NEW.user_id, NEW.content, NEW.embedding_model);
+        ELSE
+            NEW.emb_windows := NULL;
+        END IF;
+    END IF;
 
     IF (TG_OP = 'INSERT' OR NEW.metadata IS DISTINCT FROM OLD.metadata)
        AND pg_catalog.jsonb_typeof(NEW.metadata) IS DISTINCT FROM 'object' THEN
@@ -662,6 +678,8 @@ CREATE TRIGGER memories_before_update BEFORE UPDATE ON agent_memory.memories
     FOR EACH ROW
     WHEN (NEW.emb <> OLD.emb OR (NEW.emb IS NULL) <> (OLD.emb IS NULL)
           OR NEW.embedding_model IS DISTINCT FROM OLD.embedding_model
+          OR NEW.content IS DISTINCT FROM OLD.content
+          OR NEW.emb_windows <> OLD.emb_windows OR (NEW.emb_windows IS NULL) <> (OLD.emb_windows IS NULL)
           OR (NEW.protected AND NEW.expires_at IS NOT NULL)
           OR (OLD.archived_at IS NOT NULL AND NEW.archived_at IS NOT DISTINCT FROM OLD.archived_at AND NEW.active)
           OR (NEW.version IS DISTINCT FROM OLD.version + 1

@@ -412,6 +412,31 @@ pub fn embed_scoped(client: &mut SpiClient<'_>, model: &str, texts: &[&str], sco
     Ok(out.into_iter().map(Option::unwrap_or_default).collect())
 }
 
+/// The embeddings of `text`'s windows past the model's own (up to `max_windows`, see
+/// `agent_memory_embed::Model::embed_windows`): none for a text the model reads whole, fewer
+/// when the windows would hold more than `agent_memory.embed_max_bytes`. Made by the model each
+/// time, never cached (a memory's windows are made once, when it is written).
+pub fn embed_windows(client: &mut SpiClient<'_>, model: &str, text: &str, max_windows: usize) -> Result<Vec<Vec<f32>>> {
+    gucs::check_sizes(Some(text), None)?;
+    if max_windows == 0 {
+        return Ok(Vec::new());
+    }
+    let (spec, _) = spec(client, model)?;
+    let read = agent_memory_embed::readable_part(text, spec.max_tokens.saturating_mul(max_windows + 1));
+    // No more than one call may give the model (agent_memory.embed_max_bytes): fewer windows.
+    let mut end = read.len().min(gucs::embed_max_bytes());
+    while !read.is_char_boundary(end) {
+        end -= 1;
+    }
+    let read = &read[..end];
+    let m = self::model(&spec)?;
+    let mut out = m.embed_windows::<MemoryError>(&[read], max_windows, || {
+        pgrx::check_for_interrupts!();
+        Ok(())
+    })?;
+    Ok(out.pop().unwrap_or_default())
+}
+
 /// Which texts' embeddings this node may keep: those of a scope that is not a user's, or of a
 /// user whose rows it holds (every user on one server; on a Citus cluster, the node where the
 /// user's erasure runs, so no other node keeps a copy of the user's words).

@@ -100,6 +100,9 @@ static EMBED_CACHE_SIZE: GucSetting<i32> = GucSetting::<i32>::new(100_000);
 /// `agent_memory.embed_async`: whether a memory written without an embedding is embedded by the
 /// background worker, in batches, instead of by its write (default off).
 static EMBED_ASYNC: GucSetting<bool> = GucSetting::<bool>::new(false);
+/// `agent_memory.embed_windows`: further embeddings a memory longer than the model's window gets,
+/// one per window of its text past the first (default 0: none).
+static EMBED_WINDOWS: GucSetting<i32> = GucSetting::<i32>::new(0);
 /// `agent_memory.embed_interval`: how often the worker looks for memories to embed (ms; default 1 s).
 static EMBED_INTERVAL: GucSetting<i32> = GucSetting::<i32>::new(1000);
 /// `agent_memory.embed_batch_size`: memories the worker embeds per transaction (default 64).
@@ -491,6 +494,16 @@ pub fn init() {
         c"Whether a memory written without an embedding is embedded later by the background worker, in batches.",
         c"Off: the write embeds it (INSERT, COPY, a text reconcile). On: the row is stored with emb NULL, found by keyword recall at once and by vector recall once the worker has embedded it.",
         &EMBED_ASYNC,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"agent_memory.embed_windows",
+        c"Further embeddings a memory written with more text than its model reads gets, one per window of its text past the first.",
+        c"Each window holds as many word pieces as the model reads (256 for all-MiniLM-L6-v2) and starts 32 before the end of the one before; vector recall scores such a memory by its best embedding. Made when a memory of a model the server embeds with is written or its content changes (by the write, or by the background worker under embed_async); 0 makes none. Set it where the writes run (and for the worker: in postgresql.conf).",
+        &EMBED_WINDOWS,
+        0,
+        64,
         GucContext::Userset,
         GucFlags::default(),
     );
@@ -1009,6 +1022,11 @@ pub fn embed_max_bytes() -> usize {
 
 pub fn embed_cache_size() -> i64 {
     EMBED_CACHE_SIZE.get().max(0) as i64
+}
+
+/// Further windows a long memory is embedded by (0: none).
+pub fn embed_windows() -> usize {
+    EMBED_WINDOWS.get().clamp(0, 64) as usize
 }
 
 pub fn embed_async() -> bool {

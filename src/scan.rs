@@ -40,6 +40,9 @@ pub struct Candidate {
     /// The `emb` datum, pointing into the pinned buffer (or a toast pointer); `None` while the
     /// memory waits for the background worker to embed it (`agent_memory.embed_async`).
     emb: Option<pg_sys::Datum>,
+    /// The `emb_windows` datum (a `vector[]`: the embeddings of a long memory's further windows,
+    /// `agent_memory.embed_windows`), when not NULL.
+    emb_windows: Option<pg_sys::Datum>,
     /// The `content` datum (a `text`), in the buffer or a toast pointer.
     content: pg_sys::Datum,
     /// The `kind` datum (`text`).
@@ -65,6 +68,15 @@ impl Candidate {
             // SAFETY: the datum is the row's `emb`, of type `vector` (see above).
             Some(d) => unsafe { crate::vector::VectorDatum::from_datum(d, crate::vector::Element::F32) }.map(Some),
             None => Ok(None),
+        }
+    }
+
+    /// Calls `f` with each embedding of `memories.emb_windows` (none when it is NULL).
+    pub fn for_each_window(&self, f: impl FnMut(crate::vector::VectorDatum) -> Result<()>) -> Result<()> {
+        match self.emb_windows {
+            // SAFETY: the datum is the row's `emb_windows`, of type `vector[]` (see above).
+            Some(d) => unsafe { crate::vector::for_each_in_array(d, f) },
+            None => Ok(()),
         }
     }
 
@@ -136,6 +148,7 @@ struct Columns {
     task_id: usize,
     kind: usize,
     emb: usize,
+    emb_windows: usize,
     importance: usize,
     active: usize,
     valid_until: usize,
@@ -160,6 +173,7 @@ impl Columns {
             self.task_id,
             self.kind,
             self.emb,
+            self.emb_windows,
             self.importance,
             self.active,
             self.valid_until,
@@ -431,6 +445,7 @@ impl Columns {
             task_id: attnum(rel_oid, c"task_id")?,
             kind: attnum(rel_oid, c"kind")?,
             emb: attnum(rel_oid, c"emb")?,
+            emb_windows: attnum(rel_oid, c"emb_windows")?,
             importance: attnum(rel_oid, c"importance")?,
             active: attnum(rel_oid, c"active")?,
             valid_until: attnum(rel_oid, c"valid_until")?,
@@ -519,6 +534,7 @@ unsafe fn candidate(
             expired,
             tid: (*slot).tts_tid,
             emb,
+            emb_windows: get(cols.emb_windows),
             content,
             kind,
             subject: get(cols.subject),

@@ -434,6 +434,82 @@ unsafe impl pgrx::callconv::BoxRet for VectorResult {
     }
 }
 
+/// Calls `f` with each non-NULL `vector` of a `vector[]` datum, in order.
+///
+/// # Safety
+/// `datum` must be a non-null datum of an array of pgvector's `vector`, valid for the current
+/// memory context.
+pub unsafe fn for_each_in_array(
+    datum: pg_sys::Datum,
+    mut f: impl FnMut(VectorDatum) -> crate::error::Result<()>,
+) -> crate::error::Result<()> {
+    let raw = datum.cast_mut_ptr::<pg_sys::varlena>();
+    if raw.is_null() {
+        return Err(MemoryError::corrupted("a vector[] datum is a null pointer"));
+    }
+    // SAFETY: the caller's promise: an array datum; detoasting returns it or a palloc'd copy, and
+    // deconstruct_array reads an array of the element type it names, returning palloc'd arrays
+    // of `n` datums (pointing into the array) and null flags.
+    unsafe {
+        let array = pg_sys::pg_detoast_datum(raw).cast::<pg_sys::ArrayType>();
+        let elem = (*array).elemtype;
+        let (mut len, mut byval, mut align) = (0i16, false, 0 as std::ffi::c_char);
+        pg_sys::get_typlenbyvalalign(elem, &mut len, &mut byval, &mut align);
+        let (mut elems, mut nulls, mut n) = (std::ptr::null_mut::<pg_sys::Datum>(), std::ptr::null_mut::<bool>(), 0i32);
+        pg_sys::deconstruct_array(array, elem, len as i32, byval, align, &mut elems, &mut nulls, &mut n);
+        let mut out = Ok(());
+        for i in 0..n.max(0) as usize {
+            if !*nulls.add(i) {
+                out = VectorDatum::from_datum(*elems.add(i), Element::F32).and_then(&mut f);
+                if out.is_err() {
+                    break;
+                }
+            }
+        }
+        if !elems.is_null() {
+            pg_sys::pfree(elems.cast());
+        }
+        if !nulls.is_null() {
+            pg_sys::pfree(nulls.cast());
+        }
+        if array.cast::<pg_sys::varlena>() != raw {
+            pg_sys::pfree(array.cast());
+        }
+        out
+    }
+}
+
+/// A `vector[]` result of a SQL function: one vector per element.
+pub struct VectorArrayResult(pub Vec<Vec<f32>>);
+
+impl pgrx::IntoDatum for VectorArrayResult {
+    fn into_datum(self) -> Option<pg_sys::Datum> {
+        match new_vector_array(&self.0) {
+            Ok(d) => d.datum().map(|d| d.sans_lifetime()),
+            Err(e) => e.raise(),
+        }
+    }
+
+    fn type_oid() -> pg_sys::Oid {
+        let elem = vector_type_oid().unwrap_or_else(|e| e.raise());
+        // SAFETY: a catalog lookup for a valid type OID.
+        unsafe { pg_sys::get_array_type(elem) }
+    }
+}
+
+impl_sql_translatable!(VectorArrayResult, "vector[]");
+
+// SAFETY: as for `VectorResult`: the datum is returned to the function's caller, or NULL.
+unsafe impl pgrx::callconv::BoxRet for VectorArrayResult {
+    unsafe fn box_into<'fcx>(self, fcinfo: &mut pgrx::callconv::FcInfo<'fcx>) -> pgrx::datum::Datum<'fcx> {
+        match pgrx::IntoDatum::into_datum(self) {
+            // SAFETY: a datum of the function's declared result type.
+            Some(datum) => unsafe { fcinfo.return_raw_datum(datum) },
+            None => fcinfo.return_null(),
+        }
+    }
+}
+
 /// A `vector` parameter for a query: a fresh datum of `values`, with pgvector's type OID.
 pub fn vector_param(values: &[f32]) -> crate::error::Result<pgrx::datum::DatumWithOid<'static>> {
     let oid = vector_type_oid()?;
@@ -454,6 +530,35 @@ pub fn vector_column(table: &pgrx::spi::SpiTupleTable<'_>, ordinal: usize) -> cr
         Some(d) => Ok(Some(unsafe { VectorDatum::from_datum(d, Element::F32) }?)),
         None => Ok(None),
     }
+}
+
+/// The best cosine similarity of the unit vector `q` to a `vector[]` column of an SPI result
+/// (`None` for NULL or an array without vectors): a long memory's windows. A vector of another
+/// dimension than `q`'s is `mismatch`'s error.
+pub fn best_in_array_column(
+    table: &pgrx::spi::SpiTupleTable<'_>,
+    ordinal: usize,
+    q: &[f32],
+    scratch: &mut Vec<f32>,
+    mismatch: impl Fn(usize) -> MemoryError,
+) -> crate::error::Result<Option<f64>> {
+    let read = crate::error::spi("reading a memory's windows");
+    let Some(d) = table.get_datum_by_ordinal(ordinal).map_err(&read)? else {
+        return Ok(None);
+    };
+    let mut best: Option<f64> = None;
+    // SAFETY: a non-null datum of the query's `emb_windows` column (`vector[]`), valid for the row.
+    unsafe {
+        for_each_in_array(d, |v| {
+            if v.dims() != q.len() {
+                return Err(mismatch(v.dims()));
+            }
+            let s = v.with_f32(scratch, |x| agent_memory_core::vecmath::cosine_with_unit(q, x));
+            best = Some(best.map_or(s, |b| b.max(s)));
+            Ok(())
+        })?;
+    }
+    Ok(best)
 }
 
 /// The text of a `text` datum (detoasted if needed; a copy only when it was toasted or is not

@@ -174,11 +174,11 @@ SELECT * FROM agent_memory.memory_erase(NULL);
 
 -- The access model: PUBLIC may run nothing (but the check of its own rights that row-level
 -- security uses, the condition of the delete trigger, and the write trigger's question whether a row
--- waits for the worker's embedding, and its embedding of a row for its user, which checks the role's
+-- waits for the worker's embedding, and its embedding of a row (and of its windows) for its user, which checks the role's
 -- right to that user); grant_access gives a role one of three levels.
 SELECT count(*) AS public_execute FROM pg_proc p
  WHERE p.pronamespace = 'agent_memory'::regnamespace AND has_function_privilege('public', p.oid, 'EXECUTE')
-   AND p.proname NOT IN ('sees_every_user', 'pack_deletes_marked', 'session_user_id', 'embed_later', 'embed_row');
+   AND p.proname NOT IN ('sees_every_user', 'pack_deletes_marked', 'session_user_id', 'embed_later', 'embed_row', 'embed_windows');
 CREATE ROLE hardening_reader;
 CREATE ROLE hardening_writer;
 SELECT agent_memory.grant_access('hardening_reader', 'reader');

@@ -94,6 +94,35 @@ fn embed_row(user_id: Option<&str>, content: Option<&str>, model: Option<&str>) 
     .into()
 }
 
+/// For the write trigger: the embeddings of the windows of a memory's `content` past the model's
+/// own (`agent_memory.embed_windows` of them at most), for its user; NULL when the setting is 0,
+/// the model is not one the server embeds with, or the model reads all of the content. Refuses a
+/// role that may not write for the user (42501), as `embed_row` does.
+#[pg_extern(volatile, parallel_restricted)]
+#[search_path(pg_catalog, pg_temp)]
+fn embed_windows(user_id: Option<&str>, content: Option<&str>, model: Option<&str>) -> Option<crate::vector::VectorArrayResult> {
+    let (Some(user), Some(content), Some(model)) = (user_id, content, model) else {
+        return None;
+    };
+    let max = crate::gucs::embed_windows();
+    if max == 0 {
+        return None;
+    }
+    let windows = Spi::connect_mut(|client| {
+        crate::version::require_current_schema(client)?;
+        // A model whose vectors come from outside (no folder) has no windows.
+        if !crate::embedder::has_files(client, model).unwrap_or(false) {
+            return Ok(Vec::new());
+        }
+        if !crate::recall::sees_user(client, user)? {
+            return Err(crate::recall::not_your_user(user));
+        }
+        crate::embedder::embed_windows(client, model, content, max)
+    })
+    .or_raise();
+    (!windows.is_empty()).then_some(crate::vector::VectorArrayResult(windows))
+}
+
 /// For the write trigger: whether a memory of `model` written without an embedding is left for
 /// the background worker to embed (`agent_memory.embed_async` is on and the model's files are
 /// there); false makes the trigger embed it at once (and report a model it cannot load).

@@ -69,7 +69,7 @@ const READ_FOR_PACK: &str = "\
 SELECT 0 AS part, m.id, m.importance, m.emb, NULL::tid AS mark, m.content, m.kind, m.archived_at IS NOT NULL, \
        LEAST(m.expires_at, m.valid_until) \
   FROM agent_memory.memories m \
- WHERE m.user_id = $1 AND m.embedding_model = $2 AND m.active \
+ WHERE m.user_id = $1 AND m.embedding_model = $2 AND m.active AND m.emb_windows IS NULL \
 UNION ALL \
 SELECT 1, s.id, NULL, NULL, s.ctid, NULL, NULL, NULL, NULL \
   FROM agent_memory.memory_pack_stale s WHERE s.user_id = $1 AND s.embedding_model = $2 \

@@ -404,7 +404,20 @@ pub(crate) fn with_similarity<R>(
     if emb.dims() != q.len() {
         return Err(dimension_mismatch(q.len(), model, emb.dims()));
     }
-    Ok(Some(emb.with_f32(scratch, |x| f(vecmath::cosine_with_unit(q, x), x))))
+    // A long memory's further windows (agent_memory.embed_windows): its best embedding counts.
+    let mut windows: Option<f64> = None;
+    c.for_each_window(|w| {
+        if w.dims() != q.len() {
+            return Err(dimension_mismatch(q.len(), model, w.dims()));
+        }
+        let s = w.with_f32(scratch, |x| vecmath::cosine_with_unit(q, x));
+        windows = Some(windows.map_or(s, |b| b.max(s)));
+        Ok(())
+    })?;
+    Ok(Some(emb.with_f32(scratch, |x| {
+        let own = vecmath::cosine_with_unit(q, x);
+        f(windows.map_or(own, |w| w.max(own)), x)
+    })))
 }
 
 /// Checks the user id.
@@ -624,10 +637,7 @@ pub fn recall(user_id: Option<&str>, query: Option<&VectorDatum>, opts: RecallOp
     let mut second = recall_pass(user_id, query, Some(moved), opts, &mut words)?;
     // The similarity shown is to the caller's query.
     let shown: Vec<i64> = second.iter().filter(|r| r.similarity.is_some()).map(|r| r.id).collect();
-    let exact: HashMap<i64, f64> = embeddings_of(user, &shown, &model)?
-        .into_iter()
-        .map(|(id, e)| (id, agent_memory_core::vecmath::cosine_with_unit(&q, &e)))
-        .collect();
+    let exact = similarities_to(user, &shown, &model, &q)?;
     for r in second.iter_mut() {
         if r.similarity.is_some() {
             r.similarity = exact.get(&r.id).copied();
@@ -653,6 +663,36 @@ fn embeddings_of(user: &str, ids: &[i64], model: &str) -> Result<Vec<(i64, Vec<f
             let id: i64 = table.get(1).map_err(spi("reading id"))?.unwrap_or_default();
             if let Some(v) = crate::vector::vector_column(&table, 2)? {
                 out.push((id, v.to_f32_vec()));
+            }
+        }
+        Ok(out)
+    })
+}
+
+const SHOWN_SIMILARITIES: &str = "SELECT id, emb, emb_windows FROM agent_memory.memories \
+      WHERE user_id = $3 AND id = ANY ($1) AND embedding_model = $2 AND emb IS NOT NULL";
+
+/// The similarity of the memories `ids` to the unit query `q`, as the vector channel scores it
+/// (the best of a memory's embeddings, its windows included), read through SQL.
+fn similarities_to(user: &str, ids: &[i64], model: &str, q: &[f32]) -> Result<HashMap<i64, f64>> {
+    let mut out = HashMap::with_capacity(ids.len());
+    if ids.is_empty() {
+        return Ok(out);
+    }
+    Spi::connect_mut(|client| {
+        let mut table = crate::plans::read(
+            client,
+            crate::placement::sql_for(user, SHOWN_SIMILARITIES)?,
+            &[ids.to_vec().into(), model.into(), user.into()],
+        )
+        .map_err(spi("reading the embeddings of the results"))?;
+        let mut scratch = Vec::new();
+        while table.next().is_some() {
+            let id: i64 = table.get(1).map_err(spi("reading id"))?.unwrap_or_default();
+            let windows = crate::vector::best_in_array_column(&table, 3, q, &mut scratch, |d| dimension_mismatch(q.len(), model, d))?;
+            if let Some(v) = crate::vector::vector_column(&table, 2)? {
+                let own = v.with_f32(&mut scratch, |x| agent_memory_core::vecmath::cosine_with_unit(q, x));
+                out.insert(id, windows.map_or(own, |w| w.max(own)));
             }
         }
         Ok(out)
@@ -1073,7 +1113,7 @@ fn approximate(
     let set = "SELECT pg_catalog.set_config('hnsw.iterative_scan', $1, true), pg_catalog.set_config('hnsw.ef_search', $2, true)";
     client.select(set, None, &["relaxed_order".into(), n.clamp(40, 1000).to_string().into()]).map_err(spi("setting pgvector's search"))?;
     let sql = format!(
-        "SELECT m.id, m.importance, CASE WHEN m.kind = 'procedural' THEN now() ELSE m.last_hit_at END, m.kind = 'episodic', m.emb, m.created_at \
+        "SELECT m.id, m.importance, CASE WHEN m.kind = 'procedural' THEN now() ELSE m.last_hit_at END, m.kind = 'episodic', m.emb, m.created_at, m.emb_windows \
            FROM agent_memory.memories m \
           WHERE m.user_id = $1 AND m.embedding_model = $2 AND m.active \
             AND (m.expires_at IS NULL OR m.expires_at > now()) AND (m.valid_until IS NULL OR m.valid_until > now()) \
@@ -1100,8 +1140,11 @@ fn approximate(
             let Some(emb) = crate::vector::vector_column(&table, 5)? else {
                 continue;
             };
+            // The index finds a memory by its own embedding; its windows count in its score.
+            let windows = crate::vector::best_in_array_column(&table, 7, q, &mut scratch, |d| dimension_mismatch(q.len(), model, d))?;
             emb.with_f32(&mut scratch, |x| {
-                let similarity = vecmath::cosine_with_unit(q, x);
+                let own = vecmath::cosine_with_unit(q, x);
+                let similarity = windows.map_or(own, |w| w.max(own));
                 if similarity >= min_similarity {
                     let age = agent_memory_core::decay::age_hours(now, last_hit.into_inner());
                     ranker.offer(id, similarity, age, importance as f64, episodic, created.into_inner(), x);

@@ -112,6 +112,10 @@ pub const BATCH_PIECES: usize = 1024;
 /// Texts tokenized together at most, between two of the caller's checks.
 const TOKENIZE_BATCH: usize = 256;
 
+/// Word pieces each window of a long text shares with the window before it
+/// ([`Model::embed_windows`]): a sentence cut by a window's end is read whole by the next one.
+pub const WINDOW_OVERLAP: usize = 32;
+
 /// Bytes of a text's start the tokenizer reads at most, per word piece the model reads: a text is
 /// cut to `max(4096, 64 × max_tokens)` bytes before it is tokenized (16 KiB for 256 pieces), at a
 /// space when there is one near the cut. The model reads only the first `max_tokens` pieces, and
@@ -177,8 +181,11 @@ impl Model {
                 .map_err(|e| EmbedError::Broken(config_path.clone(), e))?;
         let mut tokenizer = Tokenizer::from_file(&tokenizer_path).map_err(|e| EmbedError::Broken(tokenizer_path.clone(), e.to_string()))?;
         let max = options.max_tokens.clamp(2, config.max_positions);
+        // The stride changes nothing of a text's embedding (its first `max` pieces): only the
+        // further windows the tokenizer cuts, which `embed_windows` reads.
+        let stride = WINDOW_OVERLAP.min(max.saturating_sub(2) / 2);
         tokenizer
-            .with_truncation(Some(tokenizers::TruncationParams { max_length: max, ..Default::default() }))
+            .with_truncation(Some(tokenizers::TruncationParams { max_length: max, stride, ..Default::default() }))
             .map_err(|e| EmbedError::Broken(tokenizer_path.clone(), e.to_string()))?;
         tokenizer.with_padding(None);
         let dims = config.hidden;
@@ -216,9 +223,52 @@ impl Model {
             let cut: Vec<&str> = part.iter().map(|t| self.readable(t)).collect();
             encodings.extend(self.tokenizer.encode_batch(cut, true).map_err(failed)?);
         }
-        let mut order: Vec<usize> = (0..texts.len()).collect();
+        self.run_all(&encodings, between)
+    }
+
+    /// The embeddings of the windows of each text past the model's own (a text's embedding reads
+    /// its first `max_tokens` word pieces): up to `max_windows` more windows of as many pieces,
+    /// each starting [`WINDOW_OVERLAP`] pieces before the end of the one before, each embedded as
+    /// the model embeds a text of those pieces. None for a text the model reads whole. The text
+    /// past what the windows can hold is not read (the tokenizer reads at most
+    /// `BYTES_PER_PIECE` bytes a piece of them, as for one window).
+    pub fn embed_windows<E: From<EmbedError>>(
+        &self,
+        texts: &[&str],
+        max_windows: usize,
+        mut between: impl FnMut() -> Result<(), E>,
+    ) -> Result<Vec<Vec<Vec<f32>>>, E> {
+        let mut windows = Vec::new();
+        let mut owners = Vec::new();
+        if max_windows > 0 {
+            let pieces = self.options.max_tokens.saturating_mul(max_windows + 1);
+            for (t, text) in texts.iter().enumerate() {
+                between()?;
+                let cut = readable_part(text, pieces);
+                let encoding = self.tokenizer.encode(cut, true).map_err(failed)?;
+                for w in encoding.get_overflowing().iter().take(max_windows) {
+                    owners.push(t);
+                    windows.push(w.clone());
+                }
+            }
+        }
+        let vectors = self.run_all(&windows, between)?;
+        let mut out: Vec<Vec<Vec<f32>>> = vec![Vec::new(); texts.len()];
+        for (t, v) in owners.into_iter().zip(vectors) {
+            out[t].push(v);
+        }
+        Ok(out)
+    }
+
+    /// The unit-length embeddings of tokenized texts, in order, in batches of similar lengths.
+    fn run_all<E: From<EmbedError>>(
+        &self,
+        encodings: &[tokenizers::Encoding],
+        mut between: impl FnMut() -> Result<(), E>,
+    ) -> Result<Vec<Vec<f32>>, E> {
+        let mut order: Vec<usize> = (0..encodings.len()).collect();
         order.sort_by_key(|&i| encodings[i].get_ids().len());
-        let mut out: Vec<Vec<f32>> = vec![Vec::new(); texts.len()];
+        let mut out: Vec<Vec<f32>> = vec![Vec::new(); encodings.len()];
         for chunk in chunks_by_length(&order, |i| encodings[i].get_ids().len()) {
             between()?;
             let batch = chunk.iter().map(|&i| &encodings[i]).collect::<Vec<_>>();

@@ -137,6 +137,40 @@ fn long_texts_are_cut_at_the_models_length_not_the_tokenizer_files() {
 }
 
 #[test]
+fn the_windows_of_a_long_text_are_embedded_as_texts_of_their_own() {
+    let model = load();
+    type E = agent_memory_embed::EmbedError;
+    // Words the tokenizer keeps whole, one piece each, so every window starts and ends on a word.
+    let vocabulary = ["the", "cat", "sat", "on", "a", "mat", "and", "dog", "ran", "to", "park", "with", "red", "ball"];
+    let words: Vec<&str> = (0..700).map(|i| vocabulary[(i * 7 + i / 5) % vocabulary.len()]).collect();
+    let long = words.join(" ");
+    let short = words[..100].join(" ");
+    let w = model.embed_windows::<E>(&[long.as_str(), short.as_str()], 8, || Ok(())).unwrap();
+    // 254 pieces a window (256 with [CLS] and [SEP]), each 32 before the end of the last: the
+    // first is the text's own embedding, then 222 new pieces a window: 700 words need 3 more.
+    assert_eq!(w[0].len(), 3, "windows of a 700-word text");
+    assert!(w[1].is_empty(), "a text the model reads whole has no further window");
+    let step = 254 - agent_memory_embed::WINDOW_OVERLAP;
+    for (k, v) in w[0].iter().enumerate() {
+        let from = step * (k + 1);
+        let own = words[from..(from + 254).min(words.len())].join(" ");
+        let alone = model.embed::<E>(&[own.as_str()], || Ok(())).unwrap();
+        assert!(cosine(v, &alone[0]) > 0.999_99, "window {k} is the embedding of its own words: {}", cosine(v, &alone[0]));
+    }
+    // At most max_windows; none when it is 0; a batch gives what one text at a time gives.
+    assert_eq!(model.embed_windows::<E>(&[long.as_str()], 2, || Ok(())).unwrap()[0].len(), 2);
+    assert!(model.embed_windows::<E>(&[long.as_str()], 0, || Ok(())).unwrap()[0].is_empty());
+    let one = model.embed_windows::<E>(&[long.as_str()], 8, || Ok(())).unwrap();
+    for (a, b) in one[0].iter().zip(&w[0]) {
+        assert!(cosine(a, b) > 0.999_99);
+    }
+    // The text's own embedding is what it was without windows: its first 256 pieces.
+    let first = words[..254].join(" ");
+    let e = model.embed::<E>(&[long.as_str(), first.as_str()], || Ok(())).unwrap();
+    assert!(cosine(&e[0], &e[1]) > 0.999_99);
+}
+
+#[test]
 fn a_missing_folder_names_the_file() {
     let err = Model::load(std::path::Path::new("/nonexistent/model"), Options::default()).err().unwrap();
     assert!(err.to_string().contains("/nonexistent/model/config.json"), "{err}");
