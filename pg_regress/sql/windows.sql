@@ -48,16 +48,24 @@ SELECT round(r.similarity::numeric, 5) = round(v.similarity::numeric, 5) AS same
   FROM q, agent_memory.memory_recall('win-user', 'Where was the piano shipped?', 1, touch => false) r,
        agent_memory.memory_recall('win-user', q.q, 1, model => 'all-MiniLM-L6-v2', touch => false) v;
 
+-- Past exact_limit, through the model's HNSW index: the index finds memories by their own
+-- embedding, and the windows count in the score of those it finds.
+SET agent_memory.exact_limit = 2;
+SELECT agent_memory.memory_create_index('all-MiniLM-L6-v2', m => 8, ef_construction => 32) IS NOT NULL AS indexed;
+SELECT path, left(content, 30) AS content, round(similarity::numeric, 3) AS similarity_approximate
+  FROM q, agent_memory.memory_recall('win-user', q.q, 3, model => 'all-MiniLM-L6-v2', decay => 'none', touch => false);
+RESET agent_memory.exact_limit;
+SELECT format('DROP INDEX agent_memory.%I', 'memories_hnsw_' || left(md5('all-MiniLM-L6-v2'), 16)) \gexec
+
 -- Packs leave a memory with windows out, and recall reads its row: the same results, packed.
 SELECT agent_memory.memory_pack('win-user', 'all-MiniLM-L6-v2') >= 0 AS packed;
 SELECT sum(memories) AS packed_memories FROM agent_memory.memory_packs WHERE user_id = 'win-user' AND part = 'embeddings';
 SET client_min_messages = debug1;
-SELECT left(content, 30) AS content, round(similarity::numeric, 6) AS similarity_packed
+SELECT left(content, 30) AS content, round(similarity::numeric, 3) AS similarity_packed
   FROM q, agent_memory.memory_recall('win-user', q.q, 3, model => 'all-MiniLM-L6-v2', decay => 'none', touch => false);
 RESET client_min_messages;
 SELECT left(content, 30) AS content FROM agent_memory.memory_recall('win-user', 'Where was the piano shipped?', 1, touch => false);
 RESET agent_memory.length_prior;
-
 -- The windows follow the content: a short content has none, a long one gets them again; the
 -- pack's copy is marked stale each time. No write of the column sticks: it is made again from
 -- the content (and a write of the windows alone is no new version).

@@ -110,12 +110,12 @@ fn embed_windows(user_id: Option<&str>, content: Option<&str>, model: Option<&st
     }
     let windows = Spi::connect_mut(|client| {
         crate::version::require_current_schema(client)?;
+        if !crate::recall::sees_user(client, user)? {
+            return Err(crate::recall::not_your_user(user));
+        }
         // A model whose vectors come from outside (no folder) has no windows.
         if !crate::embedder::has_files(client, model).unwrap_or(false) {
             return Ok(Vec::new());
-        }
-        if !crate::recall::sees_user(client, user)? {
-            return Err(crate::recall::not_your_user(user));
         }
         crate::embedder::embed_windows(client, model, content, max)
     })

@@ -64,7 +64,8 @@ DELETE FROM agent_memory.memory_pack_users WHERE user_id = $1 AND embedding_mode
 const RECORD_PACKS: &str = "\
 INSERT INTO agent_memory.memory_pack_users (user_id, embedding_model, memories, last_id) VALUES ($1, $2, $3, $4)";
 /// The active memories and the stale marks, in one statement: one snapshot, so the marks the
-/// new packs make unnecessary are exactly those read.
+/// new packs make unnecessary are exactly those read. A memory with windows (`emb_windows`,
+/// `agent_memory.embed_windows`) is left out: recall reads its row, and scores its windows.
 const READ_FOR_PACK: &str = "\
 SELECT 0 AS part, m.id, m.importance, m.emb, NULL::tid AS mark, m.content, m.kind, m.archived_at IS NOT NULL, \
        LEAST(m.expires_at, m.valid_until) \
@@ -274,14 +275,15 @@ SELECT DISTINCT m.embedding_model FROM agent_memory.memories m \
 /// The (user, model) pairs whose packs are missing or out of date: at least `$1` active
 /// memories, and no pack, or at least a sixteenth (and 32) of them not covered by the packs
 /// (newer than the last packed id, marked stale, or packed but no longer active). Packs of a
-/// user and model with no active memory left are listed too (they are dropped).
+/// user and model with no active memory left are listed too (they are dropped). Memories with
+/// windows (`emb_windows`) are never packed, and not counted.
 const DUE: &str = "\
 WITH p AS (SELECT user_id, embedding_model, memories AS packed, last_id AS last FROM agent_memory.memory_pack_users), \
      s AS (SELECT user_id, embedding_model, count(*) AS stale FROM agent_memory.memory_pack_stale GROUP BY 1, 2), \
      a AS (SELECT m.user_id, m.embedding_model, count(*) AS n, count(*) FILTER (WHERE m.id > p.last) AS newer, \
                   max(p.packed) AS packed \
              FROM agent_memory.memories m LEFT JOIN p ON p.user_id = m.user_id AND p.embedding_model = m.embedding_model \
-            WHERE m.active AND m.embedding_model <> 'none' GROUP BY 1, 2) \
+            WHERE m.active AND m.embedding_model <> 'none' AND m.emb_windows IS NULL GROUP BY 1, 2) \
 SELECT a.user_id, a.embedding_model FROM a LEFT JOIN s ON s.user_id = a.user_id AND s.embedding_model = a.embedding_model \
  WHERE (a.packed IS NULL AND a.n >= $1) \
     OR (a.packed IS NOT NULL AND a.newer + coalesce(s.stale, 0) + greatest(a.packed - (a.n - a.newer), 0) \
@@ -289,7 +291,7 @@ SELECT a.user_id, a.embedding_model FROM a LEFT JOIN s ON s.user_id = a.user_id 
 UNION \
 SELECT p.user_id, p.embedding_model FROM p \
  WHERE NOT EXISTS (SELECT 1 FROM agent_memory.memories m \
-                    WHERE m.user_id = p.user_id AND m.embedding_model = p.embedding_model AND m.active) \
+                    WHERE m.user_id = p.user_id AND m.embedding_model = p.embedding_model AND m.active AND m.emb_windows IS NULL) \
 ORDER BY 1, 2 LIMIT $2";
 
 /// Derived rows that no user has any more: packs with no `memory_pack_users` row (a rebuild

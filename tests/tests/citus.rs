@@ -568,6 +568,66 @@ fn a_users_words_are_cached_only_where_the_user_is_held_and_go_with_the_erasure(
 
 #[test]
 #[ignore = "needs the Citus cluster of tests/citus.sh"]
+fn a_long_memorys_windows_are_made_and_read_on_its_users_worker_as_on_one_server() {
+    let mut cl = coordinator();
+    let mut single = single("am_citus_windows");
+    // A long memory whose end is about something else than its start, and a short one, for
+    // users on both workers; the windows made by the delegated write (SET LOCAL reaches the
+    // worker), and the question about the end asked through the coordinator.
+    let long = "The allotment by the river grows beans, leeks and three kinds of squash every summer. ".repeat(14)
+        + &"The old sailing dinghy was sold to a fisherman in Galway for two hundred euros. ".repeat(6);
+    let users: Vec<String> = (0..6).map(|i| format!("win-{i:03}")).collect();
+    let mut workers = std::collections::BTreeSet::new();
+    for u in &users {
+        for c in [&mut cl, &mut single] {
+            c.batch_execute("BEGIN; SET LOCAL agent_memory.embed_windows = 4").unwrap();
+            c.query("SELECT * FROM agent_memory.memory_reconcile($1, NULL, NULL, NULL, $2)", &[u, &long]).unwrap();
+            c.query("SELECT * FROM agent_memory.memory_reconcile($1, NULL, NULL, NULL, 'Keeps a rowing machine in the garage')", &[u])
+                .unwrap();
+            c.batch_execute("COMMIT").unwrap();
+        }
+        workers.insert(holder(&mut cl, u));
+        let windows = |c: &mut Client| -> Option<i32> {
+            c.query_one("SELECT cardinality(emb_windows) FROM agent_memory.memories WHERE user_id = $1 AND content = $2", &[u, &long])
+                .unwrap()
+                .get(0)
+        };
+        let made = windows(&mut cl);
+        assert!(made.is_some_and(|n| n >= 1), "{u}: the holder's write made the windows: {made:?}");
+        assert_eq!(made, windows(&mut single), "{u}: as many windows as on one server");
+        let ask = |c: &mut Client| -> Vec<(String, String)> {
+            c.batch_execute("BEGIN; SET LOCAL agent_memory.length_prior = 0").unwrap();
+            let rows = c
+                .query(
+                    "SELECT left(content, 20), round(similarity::numeric, 4)::text
+                       FROM agent_memory.memory_recall($1, 'who bought the sailing dinghy?', 2, touch => false)",
+                    &[u],
+                )
+                .unwrap()
+                .iter()
+                .map(|r| (r.get(0), r.get(1)))
+                .collect();
+            c.batch_execute("COMMIT").unwrap();
+            rows
+        };
+        let found = ask(&mut cl);
+        assert_eq!(found, ask(&mut single), "{u}: recall through the coordinator answers as one server does");
+        assert!(found.first().is_some_and(|(c, _)| long.starts_with(c.as_str())), "{u}: the windows find the end: {found:?}");
+    }
+    assert_eq!(workers.len(), 2, "the users are on both workers");
+    let base = cluster_env().1 as i32;
+    for u in &users {
+        let h = holder(&mut cl, u) as i32;
+        let placed = rows_by_node(&mut cl, "agent_memory.memories", Some(u));
+        assert_eq!(placed.into_iter().filter(|(_, n)| *n > 0).collect::<Vec<_>>(), vec![(base + h, 2)], "{u}: both rows on its worker");
+    }
+    for u in &users {
+        cl.query("SELECT * FROM agent_memory.memory_erase($1)", &[u]).unwrap();
+    }
+}
+
+#[test]
+#[ignore = "needs the Citus cluster of tests/citus.sh"]
 fn turns_tasks_and_updates_by_id_through_the_coordinator_answer_as_one_server_does() {
     let mut cl = coordinator();
     let mut single = single("am_it_citus_tasks");

@@ -87,6 +87,16 @@ fn the_embedding_cache_answers_no_tenant_from_anothers_texts() {
     // A writer cannot embed in another tenant's name through the write trigger's function.
     let e = b.query("SELECT agent_memory.embed_row('ta-1', $1, NULL)", &[&secret]).unwrap_err();
     assert_eq!(sqlstate(&e), "42501", "{e}");
+    // Nor the windows of a long text (agent_memory.embed_windows).
+    b.batch_execute("SET agent_memory.embed_windows = 2").unwrap();
+    let e = b.query("SELECT agent_memory.embed_windows('ta-1', repeat($1 || ' ', 40), 'all-MiniLM-L6-v2')", &[&secret]).unwrap_err();
+    assert_eq!(sqlstate(&e), "42501", "{e}");
+    let own: Option<i32> = b
+        .query_one("SELECT cardinality(agent_memory.embed_windows('tb-1', repeat($1 || ' ', 40), 'all-MiniLM-L6-v2'))", &[&secret])
+        .unwrap()
+        .get(0);
+    assert!(own.is_some_and(|n| n >= 1), "a tenant's own long text has windows");
+    b.batch_execute("RESET agent_memory.embed_windows").unwrap();
     assert_eq!(entries(&mut su), after_write + 3);
 
     // The counters count every tenant's texts: an admin's only.

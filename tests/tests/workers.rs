@@ -38,6 +38,7 @@ fn reset_settings(c: &mut Client) {
         "pack_interval",
         "embed_interval",
         "embed_batch_size",
+        "embed_windows",
         "hit_fold_interval",
     ];
     reset_system(c, &names);
@@ -804,6 +805,52 @@ fn an_erasure_during_the_embedding_pass_leaves_none_of_the_users_embeddings_behi
     assert_eq!(cached(&mut c, "erase-async-0"), 0, "embeddings of the erased user's texts outlived the erasure in the cache");
     assert!(cached(&mut c, "erase-async-1") > 0, "the other user's texts are cached as usual");
     c.batch_execute("DELETE FROM agent_memory.memories WHERE user_id LIKE 'erase-async-%'").unwrap();
+    reset_settings(&mut c);
+}
+
+#[test]
+fn the_worker_makes_a_long_memorys_windows_when_it_embeds_it() {
+    let mut c = worker_db();
+    configure(&mut c, &[("workers_enabled", "off"), ("embed_interval", "100ms"), ("embed_windows", "3")]);
+    c.batch_execute("DELETE FROM agent_memory.memories WHERE user_id LIKE 'async-win-%'").unwrap();
+    // A long memory (about 400 word pieces) and a short one, written for the worker; the same long
+    // content written at once, with the same setting, by the session.
+    let long = "The harbour ferry leaves at seven and the crossing takes forty minutes in calm weather. ".repeat(15)
+        + &"The lighthouse keeper repaints the lamp room every spring with white enamel. ".repeat(10);
+    c.batch_execute("SET agent_memory.embed_async = on; SET agent_memory.embed_windows = 0").unwrap();
+    c.execute(
+        "INSERT INTO agent_memory.memories (user_id, content) VALUES ('async-win-1', $1), ('async-win-1', 'A short note on kites')",
+        &[&long],
+    )
+    .unwrap();
+    c.batch_execute("RESET agent_memory.embed_async; SET agent_memory.embed_windows = 3").unwrap();
+    c.execute("INSERT INTO agent_memory.memories (user_id, content) VALUES ('async-win-2', $1)", &[&long]).unwrap();
+    c.batch_execute("RESET agent_memory.embed_windows").unwrap();
+    let pending: i64 = c
+        .query_one("SELECT count(*) FROM agent_memory.memories WHERE user_id = 'async-win-1' AND emb IS NULL AND emb_windows IS NULL", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(pending, 2, "written without an embedding, and so without windows");
+    configure(&mut c, &[("workers_enabled", "on")]);
+    wait_for("the worker to embed them", Duration::from_secs(120), || waiting_of(&mut c, "async-win-%") == 0);
+    // The worker's write of the embedding made the windows (the worker's own setting: 3), as the
+    // session's write did; the short memory has none.
+    let r = c
+        .query_one(
+            "SELECT cardinality(w.emb_windows), cardinality(s.emb_windows),
+                    (SELECT min(1 - (a <=> b)) FROM unnest(w.emb_windows, s.emb_windows) AS x(a, b)),
+                    (SELECT emb_windows IS NULL FROM agent_memory.memories WHERE user_id = 'async-win-1' AND content LIKE 'A short%')
+               FROM agent_memory.memories w, agent_memory.memories s
+              WHERE w.user_id = 'async-win-1' AND w.content = $1 AND s.user_id = 'async-win-2'",
+            &[&long],
+        )
+        .unwrap();
+    let (by_worker, by_session) = (r.get::<_, Option<i32>>(0), r.get::<_, Option<i32>>(1));
+    assert!(by_worker.is_some_and(|n| n >= 1), "the worker made the long memory's windows: {by_worker:?}");
+    assert_eq!(by_worker, by_session, "as many as the session's write made");
+    assert!(r.get::<_, f64>(2) > 0.9999, "the worker's windows are the session's: {}", r.get::<_, f64>(2));
+    assert!(r.get::<_, bool>(3), "a short memory has no windows");
+    c.batch_execute("DELETE FROM agent_memory.memories WHERE user_id LIKE 'async-win-%'").unwrap();
     reset_settings(&mut c);
 }
 
