@@ -71,12 +71,18 @@ impl Candidate {
         }
     }
 
-    /// Calls `f` with each embedding of `memories.emb_windows` (none when it is NULL).
-    pub fn for_each_window(&self, f: impl FnMut(crate::vector::VectorDatum) -> Result<()>) -> Result<()> {
+    /// The best cosine similarity of the unit vector `q` to the embeddings of
+    /// `memories.emb_windows` (`None` when it is NULL), as [`crate::vector::best_in_array`].
+    pub fn best_window(
+        &self,
+        q: &[f32],
+        scratch: &mut Vec<f32>,
+        mismatch: impl Fn(usize) -> crate::error::MemoryError,
+    ) -> Result<Option<f64>> {
         match self.emb_windows {
             // SAFETY: the datum is the row's `emb_windows`, of type `vector[]` (see above).
-            Some(d) => unsafe { crate::vector::for_each_in_array(d, f) },
-            None => Ok(()),
+            Some(d) => unsafe { crate::vector::best_in_array(d, q, scratch, mismatch) },
+            None => Ok(None),
         }
     }
 

@@ -532,24 +532,22 @@ pub fn vector_column(table: &pgrx::spi::SpiTupleTable<'_>, ordinal: usize) -> cr
     }
 }
 
-/// The best cosine similarity of the unit vector `q` to a `vector[]` column of an SPI result
-/// (`None` for NULL or an array without vectors): a long memory's windows. A vector of another
-/// dimension than `q`'s is `mismatch`'s error.
-pub fn best_in_array_column(
-    table: &pgrx::spi::SpiTupleTable<'_>,
-    ordinal: usize,
+/// The best cosine similarity of the unit vector `q` to the vectors of a `vector[]` datum (`None`
+/// for an array without vectors): a long memory's windows. A vector of another dimension than
+/// `q`'s is `mismatch`'s error.
+///
+/// # Safety
+/// As for [`for_each_in_array`].
+pub unsafe fn best_in_array(
+    datum: pg_sys::Datum,
     q: &[f32],
     scratch: &mut Vec<f32>,
     mismatch: impl Fn(usize) -> MemoryError,
 ) -> crate::error::Result<Option<f64>> {
-    let read = crate::error::spi("reading a memory's windows");
-    let Some(d) = table.get_datum_by_ordinal(ordinal).map_err(&read)? else {
-        return Ok(None);
-    };
     let mut best: Option<f64> = None;
-    // SAFETY: a non-null datum of the query's `emb_windows` column (`vector[]`), valid for the row.
+    // SAFETY: the caller's promise.
     unsafe {
-        for_each_in_array(d, |v| {
+        for_each_in_array(datum, |v| {
             if v.dims() != q.len() {
                 return Err(mismatch(v.dims()));
             }
@@ -559,6 +557,21 @@ pub fn best_in_array_column(
         })?;
     }
     Ok(best)
+}
+
+/// [`best_in_array`] of a `vector[]` column of an SPI result (`None` for NULL).
+pub fn best_in_array_column(
+    table: &pgrx::spi::SpiTupleTable<'_>,
+    ordinal: usize,
+    q: &[f32],
+    scratch: &mut Vec<f32>,
+    mismatch: impl Fn(usize) -> MemoryError,
+) -> crate::error::Result<Option<f64>> {
+    match table.get_datum_by_ordinal(ordinal).map_err(crate::error::spi("reading a memory's windows"))? {
+        // SAFETY: a non-null datum of the query's `emb_windows` column (`vector[]`), valid for the row.
+        Some(d) => unsafe { best_in_array(d, q, scratch, mismatch) },
+        None => Ok(None),
+    }
 }
 
 /// The text of a `text` datum (detoasted if needed; a copy only when it was toasted or is not

@@ -405,15 +405,7 @@ pub(crate) fn with_similarity<R>(
         return Err(dimension_mismatch(q.len(), model, emb.dims()));
     }
     // A long memory's further windows (agent_memory.embed_windows): its best embedding counts.
-    let mut windows: Option<f64> = None;
-    c.for_each_window(|w| {
-        if w.dims() != q.len() {
-            return Err(dimension_mismatch(q.len(), model, w.dims()));
-        }
-        let s = w.with_f32(scratch, |x| vecmath::cosine_with_unit(q, x));
-        windows = Some(windows.map_or(s, |b| b.max(s)));
-        Ok(())
-    })?;
+    let windows = c.best_window(q, scratch, |d| dimension_mismatch(q.len(), model, d))?;
     Ok(Some(emb.with_f32(scratch, |x| {
         let own = vecmath::cosine_with_unit(q, x);
         f(windows.map_or(own, |w| w.max(own)), x)

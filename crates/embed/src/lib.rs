@@ -245,10 +245,10 @@ impl Model {
             for (t, text) in texts.iter().enumerate() {
                 between()?;
                 let cut = readable_part(text, pieces);
-                let encoding = self.tokenizer.encode(cut, true).map_err(failed)?;
-                for w in encoding.get_overflowing().iter().take(max_windows) {
+                let mut encoding = self.tokenizer.encode(cut, true).map_err(failed)?;
+                for w in encoding.take_overflowing().into_iter().take(max_windows) {
                     owners.push(t);
-                    windows.push(w.clone());
+                    windows.push(w);
                 }
             }
         }
