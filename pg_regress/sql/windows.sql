@@ -32,10 +32,11 @@ SELECT (emb_windows[cardinality(emb_windows)] <=> agent_memory.memory_embed('Whe
 
 -- Vector recall: the memory scores by its best embedding, and the question about the piano
 -- finds it first; without windows the same memory, read only to its 256th piece, is far from it.
+-- (pgvector's cosine and recall's sum in another order: they agree to about 1e-8, not to the bit.)
 CREATE TEMP TABLE q AS SELECT agent_memory.memory_embed('Where was the piano shipped?') AS q;
 SELECT left(content, 30) AS content,
-       round(similarity::numeric, 6) = (SELECT round(greatest(1 - (m.emb <=> q.q), (SELECT max(1 - (w <=> q.q)) FROM unnest(m.emb_windows) w))::numeric, 6)
-                                          FROM agent_memory.memories m WHERE m.id = r.id) AS best_embedding
+       abs(similarity - (SELECT greatest(1 - (m.emb <=> q.q), (SELECT max(1 - (w <=> q.q)) FROM unnest(m.emb_windows) w))
+                           FROM agent_memory.memories m WHERE m.id = r.id)) < 1e-6 AS best_embedding
   FROM q, agent_memory.memory_recall('win-user', q.q, 3, model => 'all-MiniLM-L6-v2', touch => false) r;
 SELECT (SELECT similarity FROM q, agent_memory.memory_recall('win-user', q.q, 1, model => 'all-MiniLM-L6-v2', touch => false))
      > (SELECT similarity FROM q, agent_memory.memory_recall('win-plain', q.q, 1, model => 'all-MiniLM-L6-v2', touch => false)) + 0.2 AS windows_find_the_end;
@@ -44,7 +45,7 @@ SELECT (SELECT similarity FROM q, agent_memory.memory_recall('win-user', q.q, 1,
 -- without the prior.
 SET agent_memory.length_prior = 0;
 SELECT left(content, 30) AS content FROM agent_memory.memory_recall('win-user', 'Where was the piano shipped?', 1, touch => false);
-SELECT round(r.similarity::numeric, 5) = round(v.similarity::numeric, 5) AS same_similarity
+SELECT abs(r.similarity - v.similarity) < 1e-6 AS same_similarity
   FROM q, agent_memory.memory_recall('win-user', 'Where was the piano shipped?', 1, touch => false) r,
        agent_memory.memory_recall('win-user', q.q, 1, model => 'all-MiniLM-L6-v2', touch => false) v;
 
