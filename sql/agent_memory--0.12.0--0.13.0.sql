@@ -13,29 +13,49 @@
 
 -- A model registered as 'none' (vectors from outside under that name) would lose its memories to
 -- the new meaning: the update stops and says so.
+-- On a Citus worker after agent_memory.distribute(), the coordinator's run of this update has
+-- checked and changed the cluster's rows (a worker may not query the distributed tables from
+-- the update Citus sends it); the worker's own run changes its objects only.
 DO $do$
+DECLARE
+    distributed_worker boolean := false;
 BEGIN
+    IF EXISTS (SELECT FROM pg_catalog.pg_extension e WHERE e.extname = 'citus') THEN
+        EXECUTE $q$SELECT (SELECT g.groupid FROM pg_catalog.pg_dist_local_group g) <> 0
+                      AND EXISTS (SELECT FROM pg_catalog.pg_dist_partition p
+                                   WHERE p.logicalrelid = 'agent_memory.memories'::pg_catalog.regclass)$q$
+           INTO distributed_worker;
+    END IF;
+    IF distributed_worker THEN
+        RETURN;
+    END IF;
     IF EXISTS (SELECT 1 FROM agent_memory.memories m WHERE m.embedding_model = 'none' AND m.emb IS NOT NULL)
        OR EXISTS (SELECT 1 FROM agent_memory.embedding_models e WHERE e.name = 'none' AND e.folder IS NOT NULL) THEN
         RAISE EXCEPTION 'an embedding model named "none" is in use, and 0.13.0 gives "none" a meaning of its own'
             USING ERRCODE = 'object_in_use',
                   HINT = 'Rename the model first (UPDATE agent_memory.memories SET embedding_model = ... WHERE embedding_model = ''none'', and its row in agent_memory.embedding_models), then update the extension.';
     END IF;
+    DELETE FROM agent_memory.embedding_models WHERE name = 'none' AND folder IS NULL;
 END
 $do$;
-DELETE FROM agent_memory.embedding_models WHERE name = 'none' AND folder IS NULL;
 
 -- The deadline index holds protected memories with a valid_until too: the LangGraph store's
 -- items past their TTL (protected, their deadline in valid_until) are found by it when swept.
-DROP INDEX agent_memory.memories_deadline;
-CREATE INDEX memories_deadline ON agent_memory.memories (least(expires_at, valid_until))
-    WHERE active AND (expires_at IS NOT NULL OR valid_until IS NOT NULL);
-
-DROP INDEX agent_memory.memories_unembedded;
--- (0.7.0) The memories the background worker has yet to embed (agent_memory.embed_async).
-CREATE INDEX memories_unembedded ON agent_memory.memories (id) WHERE emb IS NULL AND embedding_model <> 'none';
-
-COMMENT ON COLUMN agent_memory.memories.embedding_model IS 'Model that made emb; a query only meets memories of its own model. ''none'': a memory stored only, with no embedding, which recall never returns.';
+-- (Through EXECUTE, each statement its own text: on a Citus cluster, after
+-- agent_memory.distribute(), Citus sends the text of a statement on a distributed table to its
+-- shards, which inside an extension script would be the whole script.)
+DO $ddl$
+BEGIN
+    EXECUTE 'DROP INDEX agent_memory.memories_deadline';
+    EXECUTE $i$CREATE INDEX memories_deadline ON agent_memory.memories (least(expires_at, valid_until))
+        WHERE active AND (expires_at IS NOT NULL OR valid_until IS NOT NULL)$i$;
+    EXECUTE 'DROP INDEX agent_memory.memories_unembedded';
+    -- (0.7.0) The memories the background worker has yet to embed (agent_memory.embed_async).
+    EXECUTE $i$CREATE INDEX memories_unembedded ON agent_memory.memories (id) WHERE emb IS NULL AND embedding_model <> 'none'$i$;
+    EXECUTE 'COMMENT ON COLUMN agent_memory.memories.embedding_model IS '
+            || pg_catalog.quote_literal('Model that made emb; a query only meets memories of its own model. ''none'': a memory stored only, with no embedding, which recall never returns.');
+END
+$ddl$;
 
 DO $do$
 BEGIN

@@ -14,10 +14,17 @@
 -- catalog as a fresh install.
 \echo Use "ALTER EXTENSION agent_memory UPDATE" to load this file. \quit
 
--- (IF NOT EXISTS: on a Citus cluster the column reaches the workers' tables by the coordinator's
--- ALTER TABLE as well as by this script.)
-ALTER TABLE agent_memory.memories ADD COLUMN IF NOT EXISTS emb_windows vector[];
-COMMENT ON COLUMN agent_memory.memories.emb_windows IS 'Embeddings of the windows of a long content past what emb covers (the model''s first word pieces), with agent_memory.embed_windows set; vector recall scores the memory by the best of emb and these. Made by the write trigger from content and embedding_model whenever one of them, emb or this column changes; NULL when the model reads all of the content, or with embed_windows 0.';
+-- On a Citus cluster (after agent_memory.distribute()) the statements on the distributed table
+-- run on the coordinator reach its shards: Citus sends each statement's text to the workers,
+-- which inside an extension script would be the whole script, so they run through EXECUTE, each
+-- its own text. The workers run this script on their own tables (IF NOT EXISTS: the column
+-- reached them by the coordinator's ALTER TABLE already).
+DO $ddl$
+BEGIN
+    EXECUTE 'ALTER TABLE agent_memory.memories ADD COLUMN IF NOT EXISTS emb_windows vector[]';
+    EXECUTE 'COMMENT ON COLUMN agent_memory.memories.emb_windows IS ' || pg_catalog.quote_literal('Embeddings of the windows of a long content past what emb covers (the model''s first word pieces), with agent_memory.embed_windows set; vector recall scores the memory by the best of emb and these. Made by the write trigger from content and embedding_model whenever one of them, emb or this column changes; NULL when the model reads all of the content, or with embed_windows 0.');
+END
+$ddl$;
 
 CREATE  FUNCTION agent_memory."embed_windows"(
 	"user_id" TEXT, /* Option < & str > */
@@ -206,40 +213,49 @@ $src$, '@vs@', pg_catalog.quote_ident((SELECT n.nspname FROM pg_catalog.pg_exten
 END
 $do$;
 
-DROP TRIGGER memories_before_update ON agent_memory.memories;
-CREATE TRIGGER memories_before_update BEFORE UPDATE ON agent_memory.memories
-    FOR EACH ROW
-    WHEN (NEW.emb <> OLD.emb OR (NEW.emb IS NULL) <> (OLD.emb IS NULL)
-          OR NEW.embedding_model IS DISTINCT FROM OLD.embedding_model
-          OR NEW.content IS DISTINCT FROM OLD.content
-          OR NEW.emb_windows <> OLD.emb_windows OR (NEW.emb_windows IS NULL) <> (OLD.emb_windows IS NULL)
-          OR (NEW.protected AND NEW.expires_at IS NOT NULL)
-          OR (OLD.archived_at IS NOT NULL AND NEW.archived_at IS NOT DISTINCT FROM OLD.archived_at AND NEW.active)
-          OR (NEW.version IS DISTINCT FROM OLD.version + 1
-              AND (NEW.user_id, NEW.kind, NEW.subject, NEW.predicate, NEW.object, NEW.content,
-                   NEW.importance, NEW.protected, NEW.source, NEW.source_turn_id, NEW.active,
-                   NEW.retired_reason, NEW.retired_at, NEW.superseded_by, NEW.valid_until, NEW.expires_at,
-                   NEW.metadata, NEW.archived_at, NEW.version)
-                  IS DISTINCT FROM
-                  (OLD.user_id, OLD.kind, OLD.subject, OLD.predicate, OLD.object, OLD.content,
-                   OLD.importance, OLD.protected, OLD.source, OLD.source_turn_id, OLD.active,
-                   OLD.retired_reason, OLD.retired_at, OLD.superseded_by, OLD.valid_until, OLD.expires_at,
-                   OLD.metadata, OLD.archived_at, OLD.version)))
-    EXECUTE FUNCTION agent_memory.memories_before_write();
-
-DROP TRIGGER memories_pack_stale_update ON agent_memory.memories;
-CREATE TRIGGER memories_pack_stale_update AFTER UPDATE ON agent_memory.memories
-    FOR EACH ROW
-    WHEN ((NEW.emb <> OLD.emb OR (NEW.emb IS NULL) <> (OLD.emb IS NULL)
-           OR NEW.importance > OLD.importance
-           OR NEW.embedding_model IS DISTINCT FROM OLD.embedding_model
-           OR NEW.id IS DISTINCT FROM OLD.id
-           OR NEW.user_id IS DISTINCT FROM OLD.user_id
-           OR NEW.content IS DISTINCT FROM OLD.content
-           OR NEW.kind IS DISTINCT FROM OLD.kind
-           OR NEW.archived_at IS DISTINCT FROM OLD.archived_at
-           OR NEW.expires_at IS DISTINCT FROM OLD.expires_at
-           OR NEW.valid_until IS DISTINCT FROM OLD.valid_until
-           OR (NEW.emb_windows IS NULL) <> (OLD.emb_windows IS NULL))
-          AND NOT agent_memory.pack_deletes_marked())
-    EXECUTE FUNCTION agent_memory.memories_mark_stale();
+-- Both update triggers are made again. On a Citus cluster the coordinator's trigger statements
+-- reach the shards, which Citus allows only with its unsafe triggers on (as distribute() has
+-- them, for the same triggers; the setting lasts until the end of this script).
+DO $ddl$
+BEGIN
+    IF EXISTS (SELECT FROM pg_catalog.pg_extension e WHERE e.extname = 'citus') THEN
+        PERFORM pg_catalog.set_config('citus.enable_unsafe_triggers', 'on', true);
+    END IF;
+    EXECUTE $t$DROP TRIGGER memories_before_update ON agent_memory.memories$t$;
+    EXECUTE $t$CREATE TRIGGER memories_before_update BEFORE UPDATE ON agent_memory.memories
+        FOR EACH ROW
+        WHEN (NEW.emb <> OLD.emb OR (NEW.emb IS NULL) <> (OLD.emb IS NULL)
+              OR NEW.embedding_model IS DISTINCT FROM OLD.embedding_model
+              OR NEW.content IS DISTINCT FROM OLD.content
+              OR NEW.emb_windows <> OLD.emb_windows OR (NEW.emb_windows IS NULL) <> (OLD.emb_windows IS NULL)
+              OR (NEW.protected AND NEW.expires_at IS NOT NULL)
+              OR (OLD.archived_at IS NOT NULL AND NEW.archived_at IS NOT DISTINCT FROM OLD.archived_at AND NEW.active)
+              OR (NEW.version IS DISTINCT FROM OLD.version + 1
+                  AND (NEW.user_id, NEW.kind, NEW.subject, NEW.predicate, NEW.object, NEW.content,
+                       NEW.importance, NEW.protected, NEW.source, NEW.source_turn_id, NEW.active,
+                       NEW.retired_reason, NEW.retired_at, NEW.superseded_by, NEW.valid_until, NEW.expires_at,
+                       NEW.metadata, NEW.archived_at, NEW.version)
+                      IS DISTINCT FROM
+                      (OLD.user_id, OLD.kind, OLD.subject, OLD.predicate, OLD.object, OLD.content,
+                       OLD.importance, OLD.protected, OLD.source, OLD.source_turn_id, OLD.active,
+                       OLD.retired_reason, OLD.retired_at, OLD.superseded_by, OLD.valid_until, OLD.expires_at,
+                       OLD.metadata, OLD.archived_at, OLD.version)))
+        EXECUTE FUNCTION agent_memory.memories_before_write()$t$;
+    EXECUTE $t$DROP TRIGGER memories_pack_stale_update ON agent_memory.memories$t$;
+    EXECUTE $t$CREATE TRIGGER memories_pack_stale_update AFTER UPDATE ON agent_memory.memories
+        FOR EACH ROW
+        WHEN ((NEW.emb <> OLD.emb OR (NEW.emb IS NULL) <> (OLD.emb IS NULL)
+               OR NEW.importance > OLD.importance
+               OR NEW.embedding_model IS DISTINCT FROM OLD.embedding_model
+               OR NEW.id IS DISTINCT FROM OLD.id
+               OR NEW.user_id IS DISTINCT FROM OLD.user_id
+               OR NEW.content IS DISTINCT FROM OLD.content
+               OR NEW.kind IS DISTINCT FROM OLD.kind
+               OR NEW.archived_at IS DISTINCT FROM OLD.archived_at
+               OR NEW.expires_at IS DISTINCT FROM OLD.expires_at
+               OR NEW.valid_until IS DISTINCT FROM OLD.valid_until
+               OR (NEW.emb_windows IS NULL) <> (OLD.emb_windows IS NULL))
+              AND NOT agent_memory.pack_deletes_marked())
+        EXECUTE FUNCTION agent_memory.memories_mark_stale()$t$;
+END
+$ddl$;

@@ -9,6 +9,8 @@
 #   - a force-delegated function's query names its user through a PL/pgSQL variable (an SPI
 #     parameter): accepted; a query of another user's rows from it: refused;
 #   - a NULL user, and a call whose user is not a constant (in a subquery): what each does.
+# Then agent_memory on the cluster (tests/tests/citus.rs), the workers' own background passes,
+# and ALTER EXTENSION agent_memory UPDATE on the coordinator of a cluster distributed at 0.11.0.
 # Citus is built from ../shared/vendor once (scripts/citus.sh); without that tarball the tier
 # says so in one line and is skipped.
 #   bash tests/citus.sh          the tier: the cluster up, the probes, the cluster down
@@ -62,19 +64,23 @@ for i in 0 1 2; do
     "track_functions = 'all'" \
     "log_min_messages = warning"
 done
-node_psql() {  # node_psql N ARGS...: psql to database $DB of node N (0 = the coordinator)
+node_psql() {  # node_psql N ARGS...: psql to database $DB (or $ON_DB) of node N (0 = the coordinator)
   local n="$1"; shift
-  timeout 120 "$(pg_bindir)/psql" -X -q -v ON_ERROR_STOP=1 -h localhost -p "$((BASE + n))" -U postgres -d "$DB" "$@"
+  timeout 120 "$(pg_bindir)/psql" -X -q -v ON_ERROR_STOP=1 -h localhost -p "$((BASE + n))" -U postgres -d "${ON_DB:-$DB}" "$@"
 }
-for i in 0 1 2; do
-  timeout 120 "$(pg_bindir)/psql" -X -q -v ON_ERROR_STOP=1 -h localhost -p "$((BASE + i))" -U postgres -d postgres \
-    -c "DROP DATABASE IF EXISTS $DB WITH (FORCE)" -c "CREATE DATABASE $DB"
-  node_psql "$i" -c "SET client_min_messages = warning" -c "CREATE EXTENSION citus" -c "CREATE EXTENSION agent_memory CASCADE"
-done
-node_psql 0 -tA \
-  -c "SELECT citus_set_coordinator_host('localhost', $BASE)" \
-  -c "SELECT citus_add_node('localhost', $((BASE + 1)))" \
-  -c "SELECT citus_add_node('localhost', $((BASE + 2)))" >/dev/null
+cluster_db() {  # cluster_db NAME [VERSION]: a database NAME on every node, both extensions in it, the workers added
+  local i version="${2:+ VERSION '$2'}"
+  for i in 0 1 2; do
+    timeout 120 "$(pg_bindir)/psql" -X -q -v ON_ERROR_STOP=1 -h localhost -p "$((BASE + i))" -U postgres -d postgres \
+      -c "DROP DATABASE IF EXISTS $1 WITH (FORCE)" -c "CREATE DATABASE $1"
+    ON_DB="$1" node_psql "$i" -c "SET client_min_messages = warning" -c "CREATE EXTENSION citus" -c "CREATE EXTENSION agent_memory$version CASCADE"
+  done
+  ON_DB="$1" node_psql 0 -tA \
+    -c "SELECT citus_set_coordinator_host('localhost', $BASE)" \
+    -c "SELECT citus_add_node('localhost', $((BASE + 1)))" \
+    -c "SELECT citus_add_node('localhost', $((BASE + 2)))" >/dev/null
+}
+cluster_db "$DB"
 check "two workers are active" "2" "$(node_psql 0 -tA -c "SELECT count(*) FROM citus_get_active_worker_nodes()")"
 check "Citus 13.2 on every node" "13.2 13.2 13.2" \
   "$(for i in 0 1 2; do node_psql "$i" -tA -c "SELECT extversion FROM pg_extension WHERE extname = 'citus'"; done | cut -d- -f1 | xargs)"
@@ -240,6 +246,85 @@ check "... the holder's worker embedded the memory written without its embedding
   "$(wait_for "SELECT count(*) FROM agent_memory.memories WHERE user_id = 'bg-2' AND content LIKE '%without its embedding' AND emb IS NOT NULL" 1)"
 check "... the other memories are kept" "20" \
   "$(node_psql 0 -tA -c "SELECT count(*) FROM agent_memory.memories WHERE user_id LIKE 'bg-%' AND content = 'bg note b' AND active")"
+
+# ALTER EXTENSION agent_memory UPDATE after distribute(): a database of its own on the same nodes,
+# made at 0.11.0 (the first version with distribute(), reached through the update scripts from
+# 0.1.0's install script, which is copied in for this only), distributed and given rows, then
+# updated on the coordinator, which Citus repeats on every worker. So each update script since
+# runs on a distributed cluster: every node ends at this version, every shard and every worker's
+# table has the new columns and triggers, no row is lost, and this version's calls answer
+# through the coordinator.
+UP_DB=agent_memory_citus_update
+UP_FROM=0.11.0
+say "ALTER EXTENSION agent_memory UPDATE after distribute(), from $UP_FROM"
+ext_dir="$(pg_config --sharedir)/extension"
+as_root cp "$ROOT/sql/agent_memory--0.1.0.sql" "$ext_dir/"
+made=yes
+cluster_db "$UP_DB" "$UP_FROM" || made=no
+as_root rm -f "$ext_dir/agent_memory--0.1.0.sql"
+check "a database of $UP_FROM on every node" "yes $UP_FROM $UP_FROM $UP_FROM" \
+  "$made $(for i in 0 1 2; do ON_DB="$UP_DB" node_psql "$i" -tA -c "SELECT extversion FROM pg_extension WHERE extname = 'agent_memory'"; done | xargs)"
+up_psql() { ON_DB="$UP_DB" node_psql "$@"; }
+# The rows as that version stored them, for 12 users (with SQL: this library serves its own
+# version's calls only, and says so until the update).
+up_psql 0 -tA >/dev/null <<'SQL'
+SET client_min_messages = warning;
+SELECT count(*) FROM agent_memory.distribute();
+INSERT INTO agent_memory.embedding_models (name, dimensions) VALUES ('u3', 3);
+SELECT pg_catalog.format($f$INSERT INTO agent_memory.turns (user_id, session_id, role, content) VALUES (%L, 's1', 'user', %L)$f$,
+                         'up-' || i, 'turn ' || j || ' of user ' || i)
+  FROM generate_series(1, 12) i, generate_series(1, 2) j \gexec
+SELECT pg_catalog.format($f$INSERT INTO agent_memory.memories (user_id, content, emb, embedding_model) VALUES (%L, %L, %L, 'u3')$f$,
+                         'up-' || i, 'note ' || j || ' of user ' || i, pg_catalog.format('[%s,%s,1]', j, i))
+  FROM generate_series(1, 12) i, generate_series(1, 3) j \gexec
+SQL
+rows_per_user="SELECT string_agg(t || ':' || user_id || ':' || n || ':' || h, ',' ORDER BY t, user_id)
+                 FROM (SELECT 'm' t, user_id, count(*) n, md5(string_agg(content || emb::text, '|' ORDER BY id)) h FROM agent_memory.memories GROUP BY user_id
+                       UNION ALL SELECT 't', user_id, count(*), md5(string_agg(content, '|' ORDER BY id)) FROM agent_memory.turns GROUP BY user_id) x"
+before="$(up_psql 0 -tA -c "$rows_per_user")"
+check "... distributed, with the users' turns and memories" "24 36" \
+  "$(up_psql 0 -tA -c "SELECT count(*) FROM agent_memory.turns") $(up_psql 0 -tA -c "SELECT count(*) FROM agent_memory.memories")"
+check "ALTER EXTENSION agent_memory UPDATE on the coordinator succeeds" "ok" \
+  "$(up_psql 0 -tA -c "ALTER EXTENSION agent_memory UPDATE" 2>&1 && echo ok)"
+check "... every node has this version" "$(for i in 0 1 2; do grep -oE '^version = "[^"]+"' "$ROOT/Cargo.toml" | cut -d'"' -f2; done | xargs)" \
+  "$(for i in 0 1 2; do up_psql "$i" -tA -c "SELECT extversion FROM pg_extension WHERE extname = 'agent_memory'"; done | xargs)"
+# The coordinator's table as this version's fresh install makes it (its columns, and how many of
+# its triggers read emb_windows, of all of them), and the same of every shard and every worker's table.
+shape="SELECT (SELECT string_agg(attname, ',' ORDER BY attnum) FROM pg_attribute WHERE attrelid = 'REL'::regclass AND attnum > 0 AND NOT attisdropped)
+              || ' ' || (SELECT count(*) FILTER (WHERE strpos(pg_get_triggerdef(oid), 'emb_windows') > 0) || '/' || count(*)
+                           FROM pg_trigger WHERE tgrelid = 'REL'::regclass AND NOT tgisinternal)"
+shape_of_table="${shape//REL/agent_memory.memories}"
+shape_of_shard="${shape//REL/%1\$s}"
+fresh="$(node_psql 0 -tA -c "$shape_of_table")"
+check "... every shard of the memories has this version's columns and triggers" "$fresh" \
+  "$(up_psql 0 -tA -c "SELECT string_agg(DISTINCT CASE WHEN success THEN result ELSE 'failed: ' || result END, '; ')
+                         FROM run_command_on_shards('agent_memory.memories', \$c\$$shape_of_shard\$c\$)")"
+check "... and so have the coordinator's and the workers' own tables" "$fresh|$fresh|$fresh" \
+  "$(up_psql 0 -tA -c "$shape_of_table")|$(up_psql 0 -tA -c "SELECT string_agg(result, '|' ORDER BY nodeport)
+       FROM run_command_on_workers(\$c\$$shape_of_table\$c\$)")"
+check "... no row lost or changed (per user, memories and turns)" "$before" "$(up_psql 0 -tA -c "$rows_per_user")"
+# The per-user calls stay delegated by their user (an update that made one anew would drop it
+# from Citus's catalog): the same calls as a fresh install's distribute() delegates.
+delegated="SELECT string_agg(p.oid::regprocedure::text, ' ' ORDER BY p.oid::regprocedure::text)
+             FROM pg_dist_object o JOIN pg_proc p ON p.oid = o.objid
+            WHERE o.classid = 'pg_proc'::regclass AND p.pronamespace = 'agent_memory'::regnamespace
+              AND o.distribution_argument_index = 0 AND o.force_delegation"
+check "... and every per-user call is delegated as after a fresh install's distribute()" "$(node_psql 0 -tA -c "$delegated")" \
+  "$(up_psql 0 -tA -c "$delegated")"
+check "... a memory written before is recalled through the coordinator" "note 2 of user 7" \
+  "$(up_psql 0 -tA -c "SELECT content FROM agent_memory.memory_recall('up-7', '[2,7,1]'::vector, 1, model => 'u3', touch => false)")"
+up_psql 0 -tA >/dev/null <<'SQL'
+BEGIN;
+SET LOCAL agent_memory.embed_windows = 4;
+SELECT action FROM agent_memory.memory_reconcile('up-5', NULL, NULL, NULL,
+       repeat('The allotment by the river grows beans, leeks and three kinds of squash every summer. ', 14)
+       || repeat('The old sailing dinghy was sold to a fisherman in Galway for two hundred euros. ', 6));
+COMMIT;
+SQL
+check "... a long memory written after it gets its windows on its worker, and they find its end" "1|The allotment by the" \
+  "$(up_psql 0 -tA -c "SELECT count(*) FILTER (WHERE cardinality(emb_windows) >= 1) FROM agent_memory.memories WHERE user_id = 'up-5'" \
+     -c "BEGIN" -c "SET LOCAL agent_memory.length_prior = 0" \
+     -c "SELECT content FROM agent_memory.memory_recall('up-5', 'who bought the sailing dinghy?', 1, touch => false)" -c "COMMIT" | cut -c1-20 | paste -sd'|')"
 
 echo "citus: $PASSED passed, $FAILED failed"
 [ "$FAILED" -eq 0 ]
