@@ -7,7 +7,9 @@
 --   * the write trigger runs on every change of content, and makes the windows again whenever
 --     the content, the embedding, the model or the windows change;
 --   * a memory with windows is left out of the packs (recall reads its row), so the pack trigger
---     marks a memory whose windows come or go.
+--     marks a memory whose windows come or go;
+--   * on a Citus cluster (after agent_memory.distribute()): this update runs there, and so does
+--     TRUNCATE of the memories (the pack trigger empties the packs from the coordinator only).
 -- Run by ALTER EXTENSION agent_memory UPDATE; every memory is kept, with no windows until it is
 -- written again (or UPDATE ... SET emb_windows = '{}' makes them, with the setting on).
 -- tests/upgrade.sh checks that a database updated from 0.1.0 (through each version) has the same
@@ -212,6 +214,42 @@ $src$, '@vs@', pg_catalog.quote_ident((SELECT n.nspname FROM pg_catalog.pg_exten
                                           WHERE e.extname = 'vector')));
 END
 $do$;
+
+-- TRUNCATE of the memories on a Citus cluster: the trigger empties the packs from the
+-- coordinator's table only (on each shard, where it fires too, it would truncate the
+-- distributed pack tables from inside the coordinator's truncation, and deadlock).
+CREATE OR REPLACE FUNCTION agent_memory.memories_mark_stale() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $body$
+BEGIN
+    IF TG_OP = 'TRUNCATE' THEN
+        -- (0.14.0) On a Citus cluster the trigger fires on the coordinator's table, whose
+        -- truncation empties the packs of every node, and on each shard, where it does nothing.
+        IF TG_RELID = 'agent_memory.memories'::pg_catalog.regclass THEN
+            TRUNCATE agent_memory.memory_packs, agent_memory.memory_pack_users, agent_memory.memory_pack_stale;
+        END IF;
+        RETURN NULL;
+    ELSIF TG_OP = 'DELETE' THEN
+        -- Only a row a pack may hold: one of a packed user and model, at most the last id packed.
+        IF NOT EXISTS (SELECT 1 FROM agent_memory.memory_pack_users p
+                        WHERE p.user_id = OLD.user_id AND p.embedding_model = OLD.embedding_model AND p.last_id >= OLD.id) THEN
+            -- A rebuild of the user's packs may be reading the row now: wait for it (it holds
+            -- this lock) and look again; a later rebuild waits for this transaction instead.
+            PERFORM pg_catalog.pg_advisory_xact_lock_shared(pg_catalog.hashtextextended(
+                'agent_memory.pack:' || OLD.user_id || '/' || OLD.embedding_model, (SELECT s.salt FROM agent_memory.lock_salt s)));
+            IF NOT EXISTS (SELECT 1 FROM agent_memory.memory_pack_users p
+                            WHERE p.user_id = OLD.user_id AND p.embedding_model = OLD.embedding_model AND p.last_id >= OLD.id) THEN
+                RETURN NULL;
+            END IF;
+        END IF;
+        INSERT INTO agent_memory.memory_pack_stale (user_id, embedding_model, id) VALUES (OLD.user_id, OLD.embedding_model, OLD.id);
+        RETURN NULL;
+    END IF;
+    INSERT INTO agent_memory.memory_pack_stale (user_id, embedding_model, id) VALUES (NEW.user_id, NEW.embedding_model, NEW.id);
+    RETURN NULL;
+END
+$body$;
 
 -- Both update triggers are made again. On a Citus cluster the coordinator's trigger statements
 -- reach the shards, which Citus allows only with its unsafe triggers on (as distribute() has

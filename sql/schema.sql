@@ -639,7 +639,11 @@ SET search_path = pg_catalog, pg_temp
 AS $body$
 BEGIN
     IF TG_OP = 'TRUNCATE' THEN
-        TRUNCATE agent_memory.memory_packs, agent_memory.memory_pack_users, agent_memory.memory_pack_stale;
+        -- (0.14.0) On a Citus cluster the trigger fires on the coordinator's table, whose
+        -- truncation empties the packs of every node, and on each shard, where it does nothing.
+        IF TG_RELID = 'agent_memory.memories'::pg_catalog.regclass THEN
+            TRUNCATE agent_memory.memory_packs, agent_memory.memory_pack_users, agent_memory.memory_pack_stale;
+        END IF;
         RETURN NULL;
     ELSIF TG_OP = 'DELETE' THEN
         -- Only a row a pack may hold: one of a packed user and model, at most the last id packed.

@@ -326,5 +326,19 @@ check "... a long memory written after it gets its windows on its worker, and th
      -c "BEGIN" -c "SET LOCAL agent_memory.length_prior = 0" \
      -c "SELECT content FROM agent_memory.memory_recall('up-5', 'who bought the sailing dinghy?', 1, touch => false)" -c "COMMIT" | cut -c1-20 | paste -sd'|')"
 
+# TRUNCATE of the memories through the coordinator empties every shard, and the packs with them:
+# the pack trigger empties them from the coordinator's table (on each shard it does nothing; it
+# used to truncate the distributed pack tables from there, and the truncation deadlocked).
+packed="$(up_psql 0 -tA -c "SELECT agent_memory.memory_pack('up-7', 'u3')" 2>&1)"
+check "a user packed" "yes" "$([ "${packed:-0}" -gt 0 ] 2>/dev/null && echo yes || echo "$packed")"
+check "TRUNCATE agent_memory.memories through the coordinator empties the memories and the packs" "0 0 0 0" \
+  "$(up_psql 0 -tA -c "TRUNCATE agent_memory.memories" \
+       -c "SELECT count(*) FROM agent_memory.memories" -c "SELECT count(*) FROM agent_memory.memory_packs" \
+       -c "SELECT count(*) FROM agent_memory.memory_pack_users" -c "SELECT count(*) FROM agent_memory.memory_pack_stale" 2>&1 | xargs)"
+check "... and the users' calls go on" "ADD|note|1" \
+  "$(up_psql 0 -tA -c "SELECT action FROM agent_memory.memory_reconcile('up-7', NULL, NULL, NULL, 'note', '[1,1,1]'::vector, model => 'u3')" \
+       -c "SELECT content FROM agent_memory.memory_recall('up-7', '[1,1,1]'::vector, 1, model => 'u3', touch => false)" \
+       -c "SELECT count(*) FROM agent_memory.memories" | paste -sd'|')"
+
 echo "citus: $PASSED passed, $FAILED failed"
 [ "$FAILED" -eq 0 ]

@@ -188,3 +188,13 @@ DROP ROLE dist_writer;
 SELECT (SELECT count(*) FROM agent_memory.cluster_runs()) = (SELECT count(*) FROM agent_memory.last_runs) AS same_runs,
        (SELECT count(*) FROM agent_memory.cluster_runs()) > 0 AS some_runs,
        (SELECT bool_and(node = 'local') FROM agent_memory.cluster_runs()) AS all_local;
+
+-- TRUNCATE of the memories empties the packs with them (on a Citus cluster, from the
+-- coordinator's table: the same trigger on each shard does nothing).
+INSERT INTO agent_memory.memories (user_id, content, emb, embedding_model)
+SELECT 'trunc-user', 'Note ' || i, pg_catalog.format('[%s,1,0]', i)::vector, 'f3' FROM generate_series(1, 3) i;
+SELECT agent_memory.memory_pack('trunc-user', 'f3') > 0 AS packed;
+SELECT (SELECT count(*) FROM agent_memory.memory_packs) > 0 AS packs, (SELECT count(*) FROM agent_memory.memory_pack_users) > 0 AS pack_users;
+TRUNCATE agent_memory.memories;
+SELECT (SELECT count(*) FROM agent_memory.memories) AS memories, (SELECT count(*) FROM agent_memory.memory_packs) AS packs,
+       (SELECT count(*) FROM agent_memory.memory_pack_users) AS pack_users, (SELECT count(*) FROM agent_memory.memory_pack_stale) AS stale;
