@@ -84,8 +84,13 @@ cluster_db "$DB"
 check "two workers are active" "2" "$(node_psql 0 -tA -c "SELECT count(*) FROM citus_get_active_worker_nodes()")"
 check "Citus 13.2 on every node" "13.2 13.2 13.2" \
   "$(for i in 0 1 2; do node_psql "$i" -tA -c "SELECT extversion FROM pg_extension WHERE extname = 'citus'"; done | cut -d- -f1 | xargs)"
-check "agent_memory's version on every node" "$(for i in 0 1 2; do echo "$(grep -oE '^version = "[^"]+"' "$ROOT/Cargo.toml" | cut -d'"' -f2)"; done | xargs)" \
-  "$(for i in 0 1 2; do node_psql "$i" -tA -c "SELECT extversion FROM pg_extension WHERE extname = 'agent_memory'"; done | xargs)"
+# The version this checkout builds, and agent_memory's version on each node (of database $ON_DB or $DB).
+THIS_VERSION="$(grep -oE '^version = "[^"]+"' "$ROOT/Cargo.toml" | cut -d'"' -f2)"
+versions_on_nodes() {
+  local i
+  for i in 0 1 2; do node_psql "$i" -tA -c "SELECT extversion FROM pg_extension WHERE extname = 'agent_memory'"; done | xargs
+}
+check "agent_memory's version on every node" "$THIS_VERSION $THIS_VERSION $THIS_VERSION" "$(versions_on_nodes)"
 if [ "${1:-}" = up ]; then
   note "database $DB on every node; the coordinator: psql -h localhost -p $BASE -U postgres -d $DB"
   exit 0
@@ -263,7 +268,7 @@ made=yes
 cluster_db "$UP_DB" "$UP_FROM" || made=no
 as_root rm -f "$ext_dir/agent_memory--0.1.0.sql"
 check "a database of $UP_FROM on every node" "yes $UP_FROM $UP_FROM $UP_FROM" \
-  "$made $(for i in 0 1 2; do ON_DB="$UP_DB" node_psql "$i" -tA -c "SELECT extversion FROM pg_extension WHERE extname = 'agent_memory'"; done | xargs)"
+  "$made $(ON_DB="$UP_DB" versions_on_nodes)"
 up_psql() { ON_DB="$UP_DB" node_psql "$@"; }
 # The rows as that version stored them, for 12 users (with SQL: this library serves its own
 # version's calls only, and says so until the update).
@@ -286,8 +291,7 @@ check "... distributed, with the users' turns and memories" "24 36" \
   "$(up_psql 0 -tA -c "SELECT count(*) FROM agent_memory.turns") $(up_psql 0 -tA -c "SELECT count(*) FROM agent_memory.memories")"
 check "ALTER EXTENSION agent_memory UPDATE on the coordinator succeeds" "ok" \
   "$(up_psql 0 -tA -c "ALTER EXTENSION agent_memory UPDATE" 2>&1 && echo ok)"
-check "... every node has this version" "$(for i in 0 1 2; do grep -oE '^version = "[^"]+"' "$ROOT/Cargo.toml" | cut -d'"' -f2; done | xargs)" \
-  "$(for i in 0 1 2; do up_psql "$i" -tA -c "SELECT extversion FROM pg_extension WHERE extname = 'agent_memory'"; done | xargs)"
+check "... every node has this version" "$THIS_VERSION $THIS_VERSION $THIS_VERSION" "$(ON_DB="$UP_DB" versions_on_nodes)"
 # The coordinator's table as this version's fresh install makes it (its columns, and how many of
 # its triggers read emb_windows, of all of them), and the same of every shard and every worker's table.
 shape="SELECT (SELECT string_agg(attname, ',' ORDER BY attnum) FROM pg_attribute WHERE attrelid = 'REL'::regclass AND attnum > 0 AND NOT attisdropped)
